@@ -1,0 +1,486 @@
+"""The estimator base every kfdnumba method stands on.
+
+Every kernel method here ends in the same object, a kernel expansion
+``f(x) = Σ_r coef_r k(x, x_r) + intercept``, so validation, labels,
+one-vs-rest, ``decision_function``, ``predict``, ``predict_proba``, ``score``
+and the thread count are written once, here. A method module only implements
+``_fit_binary(X, y, rng) -> KernelExpansion`` with ``y`` in {-1, +1} (and may
+override ``_fit_one_vs_rest`` to share work across classes).
+
+Probabilities (section 5 of Mika, Smola & Schölkopf 2001): Gaussian
+class-conditionals on the 1-D output with the class means and variances of
+the training outputs, priors from the class sizes, Bayes' rule. With more than
+two classes each one-vs-rest model gives P(class | its output) and these are
+normalised to sum to one.
+
+scikit-learn is never imported at module level: ``get_params``/``set_params``
+and the tags are implemented here so that ``clone``, ``GridSearchCV``,
+``Pipeline`` and ``cross_val_score`` work when it is installed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numba
+import numpy as np
+
+from ._kernels import make_kernel
+
+__all__ = [
+    "KernelExpansion",
+    "KernelClassifier",
+    "NotFittedError",
+    "Interval",
+    "Options",
+    "register",
+    "registered_estimators",
+    "check_array",
+    "numba_threads",
+    "check_memory",
+]
+
+
+class NotFittedError(ValueError, AttributeError):
+    """Raised when a method needing a fitted model is called before ``fit``."""
+
+
+# --------------------------------------------------------------------------- registry
+_REGISTRY: dict[str, type] = {}
+
+
+def register(name: str):
+    """Class decorator: make an estimator known to ``demo.py`` and the benchmarks."""
+
+    def wrap(cls):
+        _REGISTRY[name] = cls
+        cls.registry_name = name
+        return cls
+
+    return wrap
+
+
+def registered_estimators() -> dict[str, type]:
+    """Name → class of every registered estimator, in registration order."""
+    return dict(_REGISTRY)
+
+
+# ------------------------------------------------------------------ parameter checks
+@dataclass(frozen=True)
+class Interval:
+    """A numeric parameter range; ``kind`` is ``"real"`` or ``"int"`` (bools excluded)."""
+
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    closed: str = "both"  # "both", "left", "right", "neither"
+
+    def accepts(self, value) -> bool:
+        if isinstance(value, (bool, np.bool_)):
+            return False
+        base = numbers.Integral if self.kind == "int" else numbers.Real
+        if not isinstance(value, base) or (self.kind == "real" and not np.isfinite(value)):
+            return False
+        lo_ok = self.low is None or (value >= self.low if self.closed in ("both", "left") else value > self.low)
+        hi_ok = self.high is None or (value <= self.high if self.closed in ("both", "right") else value < self.high)
+        return bool(lo_ok and hi_ok)
+
+    def __str__(self) -> str:
+        left = "[" if self.closed in ("both", "left") and self.low is not None else "("
+        right = "]" if self.closed in ("both", "right") and self.high is not None else ")"
+        lo = "-inf" if self.low is None else f"{self.low:g}"
+        hi = "inf" if self.high is None else f"{self.high:g}"
+        return f"{'an int' if self.kind == 'int' else 'a float'} in {left}{lo}, {hi}{right}"
+
+
+@dataclass(frozen=True)
+class Options:
+    """A parameter that must be one of a few values (strings, None, booleans)."""
+
+    values: tuple
+
+    def accepts(self, value) -> bool:
+        return any(value is v or (type(value) is type(v) and value == v) for v in self.values)
+
+    def __str__(self) -> str:
+        return "one of " + ", ".join(repr(v) for v in self.values)
+
+
+class _RandomStateConstraint:
+    def accepts(self, value) -> bool:
+        if value is None or isinstance(value, (np.random.Generator, np.random.RandomState)):
+            return True
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0
+
+    def __str__(self) -> str:
+        return "None, a non-negative int, a numpy Generator or RandomState"
+
+
+RANDOM_STATE = _RandomStateConstraint()
+
+
+def _make_rng(random_state) -> np.random.Generator:
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(random_state.randint(0, 2**31 - 1))
+    return np.random.default_rng(random_state)
+
+
+# ---------------------------------------------------------------------- data checks
+def check_array(X, name: str = "X", n_features: int | None = None) -> np.ndarray:
+    """Return X as a finite, 2-D, C-contiguous float64 array or raise a clear error."""
+    if hasattr(X, "toarray") or hasattr(X, "tocsr"):
+        raise TypeError(f"{name} is a sparse matrix; kfdnumba needs a dense array (use X.toarray()).")
+    try:
+        arr = np.asarray(X)
+    except Exception as exc:  # ragged lists and the like
+        raise ValueError(f"{name} could not be converted to an array: {exc}") from None
+    if arr.dtype.kind in "OUSV":
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"{name} must be numeric; got dtype {arr.dtype}.") from None
+    if arr.dtype.kind == "c":
+        raise TypeError(f"{name} must be real; got complex dtype {arr.dtype}.")
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be numeric; got dtype {arr.dtype}.")
+    if arr.ndim != 2:
+        raise ValueError(
+            f"{name} must be a 2-D array (n_samples, n_features); got {arr.ndim}-D with shape {arr.shape}. "
+            "Reshape with X.reshape(-1, 1) for one feature or X.reshape(1, -1) for one sample."
+        )
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} has 0 samples (shape {arr.shape}); at least 1 is required.")
+    if arr.shape[1] == 0:
+        raise ValueError(f"{name} has 0 features (shape {arr.shape}); at least 1 is required.")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or infinity.")
+    if n_features is not None and arr.shape[1] != n_features:
+        raise ValueError(f"{name} has {arr.shape[1]} features, but the model was fitted with {n_features} features.")
+    return arr
+
+
+def check_labels(y, n_samples: int, min_per_class: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Validate y; return (classes_, encoded labels 0..C-1)."""
+    if y is None:
+        raise ValueError("y is required (got None).")
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y.ravel()
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-D (n_samples,); got shape {y.shape}.")
+    if y.shape[0] != n_samples:
+        raise ValueError(f"X and y have inconsistent numbers of samples: {n_samples} and {y.shape[0]}.")
+    if y.dtype.kind == "c":
+        raise TypeError("y must not be complex.")
+    if y.dtype.kind == "f":
+        if not np.isfinite(y).all():
+            raise ValueError("y contains NaN or infinity.")
+        if np.any(y != np.round(y)):
+            raise ValueError("Unknown label type: continuous. A classifier needs discrete class labels in y.")
+    if y.dtype.kind == "O":
+        if any(v is None or (isinstance(v, float) and np.isnan(v)) for v in y):
+            raise ValueError("y contains None or NaN labels.")
+    try:
+        classes, encoded = np.unique(y, return_inverse=True)
+    except TypeError:
+        raise TypeError("y mixes label types that cannot be compared (e.g. strings and numbers).") from None
+    if classes.shape[0] < 2:
+        raise ValueError(f"y has only {classes.shape[0]} class; a classifier needs at least 2 classes.")
+    counts = np.bincount(encoded, minlength=classes.shape[0])
+    if counts.min() < min_per_class:
+        small = classes[np.argmin(counts)]
+        raise ValueError(
+            f"class {small!r} has {counts.min()} sample(s); each class needs at least {min_per_class}."
+        )
+    return classes, encoded.astype(np.intp)
+
+
+# --------------------------------------------------------------------------- threads
+def resolve_n_jobs(n_jobs) -> int | None:
+    """Numba thread count for ``n_jobs`` (None = leave as is; -1 = all; -2 = all but one)."""
+    if n_jobs is None:
+        return None
+    limit = numba.config.NUMBA_NUM_THREADS
+    n = n_jobs if n_jobs > 0 else limit + 1 + n_jobs
+    return int(min(max(n, 1), limit))
+
+
+@contextmanager
+def numba_threads(n_jobs):
+    """Set Numba's thread count for this thread (restored in ``finally``)."""
+    n = resolve_n_jobs(n_jobs)
+    if n is None:
+        yield
+        return
+    old = numba.get_num_threads()
+    numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(old)
+
+
+# ------------------------------------------------------------------------ expansion
+@dataclass(eq=False)
+class KernelExpansion:
+    """What a binary fit returns: ``f(x) = Σ coef_r k(x, X[support_r]) + intercept``.
+
+    ``threshold`` is where the method puts the class boundary on f (the
+    decision function is ``f - threshold``). ``train_output``, when the method
+    has it for free, is f on the training set (else the base computes it).
+    ``info`` holds method-specific fitted results (J history, ...), exposed as
+    ``<key>_`` attributes on the estimator (a list of per-class values for
+    one-vs-rest).
+    """
+
+    support: np.ndarray
+    coef: np.ndarray
+    intercept: float = 0.0
+    threshold: float = 0.0
+    train_output: np.ndarray | None = None
+    info: dict = field(default_factory=dict)
+
+
+def _gaussian_log_density(f, mean, var):
+    return -0.5 * np.log(2.0 * np.pi * var) - 0.5 * (f - mean) ** 2 / var
+
+
+# --------------------------------------------------------------------- the estimator
+@dataclass(kw_only=True, eq=False)
+class KernelClassifier:
+    """Base of every kernel-expansion classifier (a dataclass; parameters are fields).
+
+    Parameters shared by all methods
+    --------------------------------
+    kernel : {"rbf", "linear"}
+    sigma : float or "auto"
+        RBF width; "auto" takes σ² = total variance of the training features.
+    n_jobs : int or None
+        Numba threads during fit/predict (None: Numba's current setting, -1: all).
+    verbose : int
+        0 silent; 1 progress lines on stdout.
+    random_state : None, int or numpy Generator
+        Source of every random choice.
+    """
+
+    kernel: str = "rbf"
+    sigma: float | str = "auto"
+    n_jobs: int | None = None
+    verbose: int = 0
+    random_state: int | np.random.Generator | None = None
+
+    _estimator_type = "classifier"
+    #: Parameter constraints: name -> list of accepted forms. Subclasses extend it.
+    _parameter_constraints: ClassVar[dict] = {
+        "kernel": [Options(("rbf", "linear"))],
+        "sigma": [Interval("real", 0, None, "neither"), Options(("auto",))],
+        "n_jobs": [Options((None,)), Interval("int", None, -1), Interval("int", 1, None)],
+        "verbose": [Interval("int", 0, None), Options((False, True))],
+        "random_state": [RANDOM_STATE],
+    }
+    #: Smallest class size the method can work with.
+    _min_samples_per_class: ClassVar[int] = 2
+    #: Grid for the benchmark harness; "sigma" values are multiples of the "auto" σ.
+    search_grid: ClassVar[dict] = {}
+
+    # ---------------------------------------------------------------- sklearn API
+    def get_params(self, deep: bool = True) -> dict:
+        """Parameters of this estimator (the dataclass fields)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+
+    def set_params(self, **params):
+        """Set parameters; unknown names raise ``ValueError``."""
+        valid = self.get_params()
+        for key, value in params.items():
+            if key not in valid:
+                raise ValueError(
+                    f"Invalid parameter {key!r} for estimator {type(self).__name__}. "
+                    f"Valid parameters are: {sorted(valid)}."
+                )
+            setattr(self, key, value)
+        return self
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
+
+        return Tags(
+            estimator_type="classifier",
+            target_tags=TargetTags(required=True),
+            classifier_tags=ClassifierTags(multi_class=True, multi_label=False),
+            input_tags=InputTags(two_d_array=True, sparse=False, allow_nan=False),
+            requires_fit=True,
+        )
+
+    # ------------------------------------------------------------------ checks
+    def _validate_params(self) -> None:
+        constraints = {}
+        for klass in reversed(type(self).__mro__):
+            constraints.update(getattr(klass, "_parameter_constraints", {}))
+        for name, value in self.get_params().items():
+            forms = constraints.get(name)
+            if forms is None or any(form.accepts(value) for form in forms):
+                continue
+            allowed = " or ".join(str(form) for form in forms)
+            numeric = isinstance(value, (numbers.Number, np.number)) and not isinstance(value, bool)
+            error = ValueError if numeric or isinstance(value, str) else TypeError
+            raise error(f"The {name!r} parameter of {type(self).__name__} must be {allowed}; got {value!r}.")
+        self._check_params()
+
+    def _check_params(self) -> None:
+        """Cross-parameter checks of a subclass (the single ones are in the constraints)."""
+
+    def _check_is_fitted(self) -> None:
+        if not hasattr(self, "support_vectors_"):
+            raise NotFittedError(
+                f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with appropriate arguments first."
+            )
+
+    def _log(self, message: str) -> None:
+        if self.verbose:
+            print(f"[{type(self).__name__}] {message}", file=sys.stdout, flush=True)
+
+    # --------------------------------------------------------------------- fit
+    def fit(self, X, y):
+        """Fit the classifier on X (n_samples, n_features) and labels y."""
+        self._validate_params()
+        X = check_array(X)
+        classes, encoded = check_labels(y, X.shape[0], self._min_samples_per_class)
+        self.n_features_in_ = X.shape[1]
+        self.classes_ = classes
+        self.kernel_ = make_kernel(self.kernel, self.sigma, X)
+        rng = _make_rng(self.random_state)
+        with numba_threads(self.n_jobs):
+            if classes.shape[0] == 2:
+                targets = np.where(encoded == 1, 1.0, -1.0)[None, :]
+                expansions = [self._fit_binary(X, targets[0], rng)]
+            else:
+                targets = np.where(encoded[None, :] == np.arange(classes.shape[0])[:, None], 1.0, -1.0)
+                expansions = self._fit_one_vs_rest(X, targets, rng)
+            self._store_expansions(X, targets, expansions)
+        return self
+
+    def _fit_binary(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> KernelExpansion:
+        raise NotImplementedError
+
+    def _fit_one_vs_rest(self, X: np.ndarray, targets: np.ndarray, rng) -> list[KernelExpansion]:
+        """One binary fit per class (class c against the rest); methods may share work."""
+        expansions = []
+        for c, y in enumerate(targets):
+            self._log(f"one-vs-rest: class {self.classes_[c]!r} ({c + 1}/{targets.shape[0]})")
+            expansions.append(self._fit_binary(X, y, rng))
+        return expansions
+
+    def _store_expansions(self, X, targets, expansions: list[KernelExpansion]) -> None:
+        support = np.unique(np.concatenate([np.asarray(e.support, dtype=np.intp) for e in expansions]))
+        position = {int(s): r for r, s in enumerate(support)}
+        coef = np.zeros((support.shape[0], len(expansions)))
+        intercept = np.empty(len(expansions))
+        for c, e in enumerate(expansions):
+            rows = [position[int(s)] for s in e.support]
+            np.add.at(coef[:, c], rows, np.asarray(e.coef, dtype=np.float64))
+            intercept[c] = e.intercept - e.threshold
+        if not (np.isfinite(coef).all() and np.isfinite(intercept).all()):
+            raise FloatingPointError(
+                f"{type(self).__name__} produced non-finite coefficients; the problem is numerically "
+                "singular for these parameters (try a larger regulariser or another sigma)."
+            )
+        self.support_ = support
+        self.support_vectors_ = X[support].copy()
+        self.dual_coef_ = coef
+        self.intercept_ = intercept
+        # Gaussian class-conditional model on each 1-D output.
+        means = np.empty((len(expansions), 2))
+        variances = np.empty((len(expansions), 2))
+        priors = np.empty((len(expansions), 2))
+        for c, (e, y) in enumerate(zip(expansions, targets)):
+            if e.train_output is not None:
+                out = np.asarray(e.train_output, dtype=np.float64) - e.threshold
+            else:
+                out = self.kernel_.expansion(X, self.support_vectors_, coef[:, c]) + intercept[c]
+            for k, label in enumerate((-1.0, 1.0)):
+                values = out[y == label]
+                means[c, k] = values.mean()
+                variances[c, k] = values.var(ddof=1) if values.shape[0] > 1 else 0.0
+                priors[c, k] = values.shape[0] / y.shape[0]
+        scale = np.maximum(np.abs(means).max(axis=1, keepdims=True), 1e-12)
+        self.output_means_ = means
+        self.output_vars_ = np.maximum(variances, (1e-6 * scale) ** 2)
+        self.class_priors_ = priors
+        keys = {k for e in expansions for k in e.info}
+        for key in keys:
+            values = [e.info.get(key) for e in expansions]
+            setattr(self, key + "_", values[0] if len(values) == 1 else values)
+
+    # ------------------------------------------------------------------- predict
+    @property
+    def n_retained_(self) -> int:
+        """Number of training samples the model evaluates the kernel on."""
+        self._check_is_fitted()
+        return int(self.support_.shape[0])
+
+    def _raw_output(self, X) -> np.ndarray:
+        self._check_is_fitted()
+        X = check_array(X, n_features=self.n_features_in_)
+        with numba_threads(self.n_jobs):
+            out = self.kernel_.expansion(X, self.support_vectors_, self.dual_coef_)
+        return out + self.intercept_
+
+    def decision_function(self, X) -> np.ndarray:
+        """Signed output: shape (n,) for two classes (> 0 means ``classes_[1]``), else (n, n_classes)."""
+        out = self._raw_output(X)
+        return out[:, 0] if out.shape[1] == 1 else out
+
+    def predict(self, X) -> np.ndarray:
+        """Class labels."""
+        out = self._raw_output(X)
+        if out.shape[1] == 1:
+            return self.classes_[(out[:, 0] > 0).astype(np.intp)]
+        return self.classes_[np.argmax(out, axis=1)]
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities (n, n_classes) from Gaussian class-conditionals on the output."""
+        out = self._raw_output(X)
+        log_neg = np.log(self.class_priors_[:, 0]) + _gaussian_log_density(
+            out, self.output_means_[:, 0], self.output_vars_[:, 0]
+        )
+        log_pos = np.log(self.class_priors_[:, 1]) + _gaussian_log_density(
+            out, self.output_means_[:, 1], self.output_vars_[:, 1]
+        )
+        p_pos = 0.5 * (1.0 + np.tanh(0.5 * (log_pos - log_neg)))  # logistic, overflow-free
+        if out.shape[1] == 1:
+            return np.column_stack([1.0 - p_pos[:, 0], p_pos[:, 0]])
+        total = p_pos.sum(axis=1, keepdims=True)
+        uniform = np.full_like(p_pos, 1.0 / p_pos.shape[1])
+        return np.where(total > 1e-300, p_pos / np.maximum(total, 1e-300), uniform)
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba`."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """Mean accuracy on (X, y)."""
+        pred = self.predict(X)
+        hit = (pred == np.asarray(y)).astype(np.float64)
+        if sample_weight is None:
+            return float(hit.mean())
+        w = np.asarray(sample_weight, dtype=np.float64)
+        return float((hit * w).sum() / w.sum())
+
+
+
+def check_memory(n_bytes: float, budget_gb: float, what: str) -> None:
+    """Refuse (ValueError) a dense allocation above the estimator's memory budget."""
+    if n_bytes > budget_gb * 2**30:
+        raise ValueError(
+            f"{what} needs about {n_bytes / 2**30:.2f} GiB, above max_memory_gb={budget_gb:g}. "
+            "Raise max_memory_gb if the machine has the memory, or use a sparse greedy method."
+        )

@@ -1,0 +1,113 @@
+"""The package's one jit decorator: caching, fastmath and threading policy.
+
+Every Numba kernel in kfdnumba is compiled through :func:`jit`, so the policy
+lives here and nowhere else:
+
+* ``cache=True`` unless the environment variable ``KFDNUMBA_CACHE=0`` is set,
+  or unless Numba cannot find a writable cache directory (a read-only install):
+  then the kernel is compiled in memory and everything still works.
+* A fastmath flag set without ``nnan``/``ninf``, so NaN and inf checks survive.
+* ``parallel=True`` kernels are *entry points*, called from Python only. They
+  are wrapped so that a process forked after a parallel call (``multiprocessing``
+  with the ``fork`` start method) runs a serial copy of the kernel: the default
+  ``omp`` threading layer kills a forked child that enters a parallel region.
+  The serial copy gets its own name, hence its own cache file (Numba's cache
+  key ignores the decorator flags, so the two must not share one).
+* ``parallel=False`` kernels are plain Numba dispatchers that other kernels can
+  call.
+
+Numba's global threading layer is never changed here.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import types
+import warnings
+
+import numba
+
+__all__ = ["jit", "FASTMATH", "cache_enabled"]
+
+#: fastmath flags: everything but ``nnan`` and ``ninf``.
+FASTMATH = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
+
+_IN_FORKED_CHILD = False
+
+
+def _mark_forked_child() -> None:
+    global _IN_FORKED_CHILD
+    _IN_FORKED_CHILD = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_mark_forked_child)
+
+
+def cache_enabled() -> bool:
+    """Return whether on-disk caching is requested (``KFDNUMBA_CACHE`` != 0)."""
+    return os.environ.get("KFDNUMBA_CACHE", "1").strip().lower() not in {"0", "false", "no", "off"}
+
+
+def _compile(func, *, parallel: bool):
+    """Make a Numba dispatcher, falling back to no cache when caching is impossible."""
+    options = dict(parallel=parallel, fastmath=set(FASTMATH), nogil=True)
+    if cache_enabled():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", numba.NumbaWarning)
+                return numba.njit(cache=True, **options)(func)
+        except (RuntimeError, OSError):
+            pass  # no writable cache location: compile in memory instead
+    return numba.njit(cache=False, **options)(func)
+
+
+def _renamed_copy(func, suffix: str):
+    """Copy a Python function under another qualified name (its own cache entry)."""
+    copy = types.FunctionType(
+        func.__code__, func.__globals__, func.__name__ + suffix, func.__defaults__, func.__closure__
+    )
+    copy.__qualname__ = func.__qualname__ + suffix
+    copy.__module__ = func.__module__
+    copy.__doc__ = func.__doc__
+    return copy
+
+
+class _ParallelKernel:
+    """A parallel Numba kernel with a lazily compiled serial twin for forked children."""
+
+    def __init__(self, func):
+        self.py_func = func
+        self.parallel = _compile(func, parallel=True)
+        self._serial = None
+        functools.update_wrapper(self, func)
+
+    @property
+    def serial(self):
+        if self._serial is None:
+            self._serial = _compile(_renamed_copy(self.py_func, "__serial"), parallel=False)
+        return self._serial
+
+    def __call__(self, *args):
+        if _IN_FORKED_CHILD:
+            return self.serial(*args)
+        return self.parallel(*args)
+
+
+def jit(func=None, *, parallel: bool = True):
+    """Compile ``func`` with the package policy (see the module docstring).
+
+    Parameters
+    ----------
+    func : callable
+        The Python function to compile.
+    parallel : bool, default True
+        ``True`` for a ``prange`` entry point called from Python; ``False`` for
+        a helper that other kernels call.
+    """
+    if func is None:
+        return functools.partial(jit, parallel=parallel)
+    if parallel:
+        return _ParallelKernel(func)
+    return _compile(func, parallel=False)

@@ -1,0 +1,69 @@
+"""Shared incremental linear algebra for the greedy methods (Numba, serial helpers).
+
+Greedy methods keep a lower-triangular Cholesky factor ``L`` (m × m, stored in
+the top-left corner of a preallocated capacity × capacity array) of a growing
+symmetric positive-definite matrix A and border it when a candidate is
+accepted:
+
+    A' = [[A, v], [vᵀ, a]]  →  L' = [[L, 0], [wᵀ, sqrt(ρ)]],
+    w = L⁻¹ v,  ρ = a - wᵀw  (the Schur complement).
+
+``ρ`` is returned so the caller can refuse (never divide by) a tiny one.
+Cost O(m²) per append; stays at machine precision where bordered explicit
+inverses lose definiteness (cond ≈ 1e11).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import jit
+
+__all__ = ["forward_substitution", "back_substitution", "cholesky_append", "cholesky_solve"]
+
+
+@jit(parallel=False)
+def forward_substitution(L, m, b):
+    """Solve ``L[:m, :m] x = b[:m]`` (L lower triangular)."""
+    x = np.empty(m)
+    for i in range(m):
+        s = b[i]
+        for k in range(i):
+            s -= L[i, k] * x[k]
+        x[i] = s / L[i, i]
+    return x
+
+
+@jit(parallel=False)
+def back_substitution(L, m, b):
+    """Solve ``L[:m, :m]ᵀ x = b[:m]`` (L lower triangular)."""
+    x = np.empty(m)
+    for i in range(m - 1, -1, -1):
+        s = b[i]
+        for k in range(i + 1, m):
+            s -= L[k, i] * x[k]
+        x[i] = s / L[i, i]
+    return x
+
+
+@jit(parallel=False)
+def cholesky_solve(L, m, b):
+    """Solve ``A x = b`` with ``A = L Lᵀ`` on the leading m × m block."""
+    return back_substitution(L, m, forward_substitution(L, m, b))
+
+
+@jit(parallel=False)
+def cholesky_append(L, m, v, a, tiny):
+    """Border the factor in ``L[:m, :m]`` with column ``v`` (length m) and diagonal ``a``.
+
+    Writes row m of L and returns the Schur complement ρ = a - ||L⁻¹v||². When
+    ρ ≤ tiny nothing is written (the caller must not accept the candidate).
+    """
+    w = forward_substitution(L, m, v)
+    rho = a - np.dot(w, w) if m > 0 else a
+    if not rho > tiny:
+        return rho
+    for k in range(m):
+        L[m, k] = w[k]
+    L[m, m] = np.sqrt(rho)
+    return rho
