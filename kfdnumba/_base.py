@@ -34,6 +34,7 @@ from ._kernels import make_kernel
 
 __all__ = [
     "KernelExpansion",
+    "BaseEstimator",
     "KernelClassifier",
     "NotFittedError",
     "Interval",
@@ -255,14 +256,15 @@ def _gaussian_log_density(f, mean, var):
 
 # --------------------------------------------------------------------- the estimator
 @dataclass(kw_only=True, eq=False)
-class KernelClassifier:
-    """Base of every kernel-expansion classifier (a dataclass; parameters are fields).
+class BaseEstimator:
+    """Parameters, validation and the scikit-learn protocol shared by every estimator.
 
-    Parameters shared by all methods
-    --------------------------------
-    kernel : {"rbf", "linear"}
-    sigma : float or "auto"
-        RBF width; "auto" takes σ² = total variance of the training features.
+    Parameters are dataclass fields (keyword-only); ``__init__`` only stores
+    them, ``fit`` validates them against ``_parameter_constraints`` (merged
+    along the class hierarchy) and then ``_check_params``.
+
+    Parameters
+    ----------
     n_jobs : int or None
         Numba threads during fit/predict (None: Numba's current setting, -1: all).
     verbose : int
@@ -271,27 +273,16 @@ class KernelClassifier:
         Source of every random choice.
     """
 
-    kernel: str = "rbf"
-    sigma: float | str = "auto"
     n_jobs: int | None = None
     verbose: int = 0
     random_state: int | np.random.Generator | None = None
 
-    _estimator_type = "classifier"
-    #: Parameter constraints: name -> list of accepted forms. Subclasses extend it.
     _parameter_constraints: ClassVar[dict] = {
-        "kernel": [Options(("rbf", "linear"))],
-        "sigma": [Interval("real", 0, None, "neither"), Options(("auto",))],
         "n_jobs": [Options((None,)), Interval("int", None, -1), Interval("int", 1, None)],
         "verbose": [Interval("int", 0, None), Options((False, True))],
         "random_state": [RANDOM_STATE],
     }
-    #: Smallest class size the method can work with.
-    _min_samples_per_class: ClassVar[int] = 2
-    #: Grid for the benchmark harness; "sigma" values are multiples of the "auto" σ.
-    search_grid: ClassVar[dict] = {}
 
-    # ---------------------------------------------------------------- sklearn API
     def get_params(self, deep: bool = True) -> dict:
         """Parameters of this estimator (the dataclass fields)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
@@ -308,18 +299,6 @@ class KernelClassifier:
             setattr(self, key, value)
         return self
 
-    def __sklearn_tags__(self):
-        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
-
-        return Tags(
-            estimator_type="classifier",
-            target_tags=TargetTags(required=True),
-            classifier_tags=ClassifierTags(multi_class=True, multi_label=False),
-            input_tags=InputTags(two_d_array=True, sparse=False, allow_nan=False),
-            requires_fit=True,
-        )
-
-    # ------------------------------------------------------------------ checks
     def _validate_params(self) -> None:
         constraints = {}
         for klass in reversed(type(self).__mro__):
@@ -337,15 +316,59 @@ class KernelClassifier:
     def _check_params(self) -> None:
         """Cross-parameter checks of a subclass (the single ones are in the constraints)."""
 
+    def _rng(self) -> np.random.Generator:
+        """The generator every random choice of a fit flows from."""
+        return _make_rng(self.random_state)
+
+    def _log(self, message: str) -> None:
+        if self.verbose:
+            print(f"[{type(self).__name__}] {message}", file=sys.stdout, flush=True)
+
+
+@dataclass(kw_only=True, eq=False)
+class KernelClassifier(BaseEstimator):
+    """Base of every kernel-expansion classifier.
+
+    Parameters
+    ----------
+    kernel : {"rbf", "linear"}
+    sigma : float or "auto"
+        RBF width; "auto" takes σ² = total variance of the training features.
+    n_jobs, verbose, random_state
+        See :class:`BaseEstimator`.
+    """
+
+    kernel: str = "rbf"
+    sigma: float | str = "auto"
+
+    _estimator_type = "classifier"
+    _parameter_constraints: ClassVar[dict] = {
+        "kernel": [Options(("rbf", "linear"))],
+        "sigma": [Interval("real", 0, None, "neither"), Options(("auto",))],
+    }
+    #: Smallest class size the method can work with.
+    _min_samples_per_class: ClassVar[int] = 2
+    #: Grid for the benchmark harness; "sigma" values are multiples of the "auto" σ.
+    search_grid: ClassVar[dict] = {}
+    #: Parameters ``demo.py`` uses on Banana (chosen with the harness).
+    demo_params: ClassVar[dict] = {}
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
+
+        return Tags(
+            estimator_type="classifier",
+            target_tags=TargetTags(required=True),
+            classifier_tags=ClassifierTags(multi_class=True, multi_label=False),
+            input_tags=InputTags(two_d_array=True, sparse=False, allow_nan=False),
+            requires_fit=True,
+        )
+
     def _check_is_fitted(self) -> None:
         if not hasattr(self, "support_vectors_"):
             raise NotFittedError(
                 f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with appropriate arguments first."
             )
-
-    def _log(self, message: str) -> None:
-        if self.verbose:
-            print(f"[{type(self).__name__}] {message}", file=sys.stdout, flush=True)
 
     # --------------------------------------------------------------------- fit
     def fit(self, X, y):
@@ -356,7 +379,7 @@ class KernelClassifier:
         self.n_features_in_ = X.shape[1]
         self.classes_ = classes
         self.kernel_ = make_kernel(self.kernel, self.sigma, X)
-        rng = _make_rng(self.random_state)
+        rng = self._rng()
         with numba_threads(self.n_jobs):
             if classes.shape[0] == 2:
                 targets = np.where(encoded == 1, 1.0, -1.0)[None, :]
