@@ -21,7 +21,9 @@ and the tags are implemented here so that ``clone``, ``GridSearchCV``,
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import numbers
+import warnings
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -49,6 +51,34 @@ __all__ = [
 
 class NotFittedError(ValueError, AttributeError):
     """Raised when a method needing a fitted model is called before ``fit``."""
+
+
+def _with_sklearn_base(ours: type, sklearn_path: str) -> type:
+    """``ours``, or a subclass of it and of scikit-learn's twin when sklearn is already imported.
+
+    kfdnumba never imports scikit-learn itself; when the caller has, the
+    exceptions and warnings we raise are also scikit-learn's, so that code
+    catching ``sklearn.exceptions.NotFittedError`` (or filtering
+    ``DataConversionWarning``) works.
+    """
+    if "sklearn" not in sys.modules:
+        return ours
+    module_name, _, attr = sklearn_path.rpartition(".")
+    try:
+        theirs = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError):
+        return ours
+    key = (ours, theirs)
+    if key not in _BRIDGED:
+        _BRIDGED[key] = type(ours.__name__, (ours, theirs), {"__module__": ours.__module__})
+    return _BRIDGED[key]
+
+
+_BRIDGED: dict = {}
+
+
+class DataConversionWarning(UserWarning):
+    """A column-vector y was flattened to 1-D."""
 
 
 # --------------------------------------------------------------------------- registry
@@ -134,7 +164,7 @@ def _make_rng(random_state) -> np.random.Generator:
 
 
 # ---------------------------------------------------------------------- data checks
-def check_array(X, name: str = "X", n_features: int | None = None) -> np.ndarray:
+def check_array(X, name: str = "X", n_features: int | None = None, owner: str = "the model") -> np.ndarray:
     """Return X as a finite, 2-D, C-contiguous float64 array or raise a clear error."""
     if hasattr(X, "toarray") or hasattr(X, "tocsr"):
         raise TypeError(f"{name} is a sparse matrix; kfdnumba needs a dense array (use X.toarray()).")
@@ -146,34 +176,45 @@ def check_array(X, name: str = "X", n_features: int | None = None) -> np.ndarray
         try:
             arr = arr.astype(np.float64)
         except (TypeError, ValueError):
-            raise TypeError(f"{name} must be numeric; got dtype {arr.dtype}.") from None
+            raise TypeError(
+                f"{name} must be numeric: argument must be a string or a number convertible to float; "
+                f"got dtype {arr.dtype}."
+            ) from None
     if arr.dtype.kind == "c":
-        raise TypeError(f"{name} must be real; got complex dtype {arr.dtype}.")
+        raise ValueError(f"Complex data not supported: {name} has dtype {arr.dtype}.")
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be numeric; got dtype {arr.dtype}.")
     if arr.ndim != 2:
         raise ValueError(
             f"{name} must be a 2-D array (n_samples, n_features); got {arr.ndim}-D with shape {arr.shape}. "
-            "Reshape with X.reshape(-1, 1) for one feature or X.reshape(1, -1) for one sample."
+            "Reshape your data with X.reshape(-1, 1) for one feature or X.reshape(1, -1) for one sample."
         )
     if arr.shape[0] == 0:
-        raise ValueError(f"{name} has 0 samples (shape {arr.shape}); at least 1 is required.")
+        raise ValueError(f"{name} has 0 sample(s) (shape={arr.shape}) while a minimum of 1 is required.")
     if arr.shape[1] == 0:
-        raise ValueError(f"{name} has 0 features (shape {arr.shape}); at least 1 is required.")
+        raise ValueError(f"{name} has 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if not np.isfinite(arr).all():
         raise ValueError(f"{name} contains NaN or infinity.")
     if n_features is not None and arr.shape[1] != n_features:
-        raise ValueError(f"{name} has {arr.shape[1]} features, but the model was fitted with {n_features} features.")
+        raise ValueError(
+            f"{name} has {arr.shape[1]} features, but {owner} is expecting {n_features} features as input "
+            f"(it was fitted with {n_features} features)."
+        )
     return arr
 
 
 def check_labels(y, n_samples: int, min_per_class: int = 2) -> tuple[np.ndarray, np.ndarray]:
     """Validate y; return (classes_, encoded labels 0..C-1)."""
     if y is None:
-        raise ValueError("y is required (got None).")
+        raise ValueError("This classifier requires y to be passed, but the target y is None.")
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
+        warnings.warn(
+            "A column-vector y was passed when a 1d array was expected; it was flattened to (n_samples,).",
+            _with_sklearn_base(DataConversionWarning, "sklearn.exceptions.DataConversionWarning"),
+            stacklevel=3,
+        )
         y = y.ravel()
     if y.ndim != 1:
         raise ValueError(f"y must be 1-D (n_samples,); got shape {y.shape}.")
@@ -366,7 +407,7 @@ class KernelClassifier(BaseEstimator):
 
     def _check_is_fitted(self) -> None:
         if not hasattr(self, "support_vectors_"):
-            raise NotFittedError(
+            raise _with_sklearn_base(NotFittedError, "sklearn.exceptions.NotFittedError")(
                 f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with appropriate arguments first."
             )
 
@@ -451,38 +492,57 @@ class KernelClassifier(BaseEstimator):
 
     def _raw_output(self, X) -> np.ndarray:
         self._check_is_fitted()
-        X = check_array(X, n_features=self.n_features_in_)
+        X = check_array(X, n_features=self.n_features_in_, owner=type(self).__name__)
         with numba_threads(self.n_jobs):
             out = self.kernel_.expansion(X, self.support_vectors_, self.dual_coef_)
         return out + self.intercept_
 
-    def decision_function(self, X) -> np.ndarray:
-        """Signed output: shape (n,) for two classes (> 0 means ``classes_[1]``), else (n, n_classes)."""
-        out = self._raw_output(X)
-        return out[:, 0] if out.shape[1] == 1 else out
-
-    def predict(self, X) -> np.ndarray:
-        """Class labels."""
-        out = self._raw_output(X)
-        if out.shape[1] == 1:
-            return self.classes_[(out[:, 0] > 0).astype(np.intp)]
-        return self.classes_[np.argmax(out, axis=1)]
-
-    def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities (n, n_classes) from Gaussian class-conditionals on the output."""
-        out = self._raw_output(X)
+    def _positive_log_odds(self, out: np.ndarray) -> np.ndarray:
+        """log P(+ | f) - log P(- | f) of each one-vs-rest model (Gaussian class-conditionals)."""
         log_neg = np.log(self.class_priors_[:, 0]) + _gaussian_log_density(
             out, self.output_means_[:, 0], self.output_vars_[:, 0]
         )
         log_pos = np.log(self.class_priors_[:, 1]) + _gaussian_log_density(
             out, self.output_means_[:, 1], self.output_vars_[:, 1]
         )
-        p_pos = 0.5 * (1.0 + np.tanh(0.5 * (log_pos - log_neg)))  # logistic, overflow-free
-        if out.shape[1] == 1:
-            return np.column_stack([1.0 - p_pos[:, 0], p_pos[:, 0]])
-        total = p_pos.sum(axis=1, keepdims=True)
-        uniform = np.full_like(p_pos, 1.0 / p_pos.shape[1])
-        return np.where(total > 1e-300, p_pos / np.maximum(total, 1e-300), uniform)
+        return log_pos - log_neg
+
+    def decision_function(self, X) -> np.ndarray:
+        """Signed scores.
+
+        Two classes: shape (n,), the method's output minus its threshold
+        (> 0 means ``classes_[1]``; the rule of the method's paper). More
+        classes: shape (n, n_classes), the log posterior odds of each
+        one-vs-rest model, so that its argmax agrees with ``predict`` and
+        ``predict_proba`` (raw one-vs-rest outputs are not comparable across
+        classes).
+        """
+        out = self._raw_output(X)
+        return out[:, 0] if out.shape[1] == 1 else self._positive_log_odds(out)
+
+    def predict(self, X) -> np.ndarray:
+        """Class labels (argmax of :meth:`decision_function`)."""
+        score = self.decision_function(X)
+        if score.ndim == 1:
+            return self.classes_[(score > 0).astype(np.intp)]
+        return self.classes_[np.argmax(score, axis=1)]
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities (n, n_classes) from Gaussian class-conditionals on the output.
+
+        Two classes: Bayes' rule on the 1-D output. Its 0.5 point lies where the
+        two class densities cross, which can differ slightly from the method's
+        threshold used by :meth:`predict` (both are reported as the papers do).
+        More classes: P(class c | its one-vs-rest output), normalised.
+        """
+        log_odds = self._positive_log_odds(self._raw_output(X))
+        if log_odds.shape[1] == 1:
+            p_pos = 0.5 * (1.0 + np.tanh(0.5 * log_odds[:, 0]))  # logistic, overflow-free
+            return np.column_stack([1.0 - p_pos, p_pos])
+        log_p = -np.logaddexp(0.0, -log_odds)  # log P(c | its output), then normalised
+        log_p -= log_p.max(axis=1, keepdims=True)
+        p = np.exp(log_p)
+        return p / p.sum(axis=1, keepdims=True)
 
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`."""

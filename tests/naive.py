@@ -1,0 +1,34 @@
+"""Slow, obviously-right NumPy versions of the shared kernels."""
+
+import numpy as np
+
+
+def rbf(A, B, sigma):
+    diff = A[:, None, :] - B[None, :, :]
+    return np.exp(-(diff**2).sum(-1) / (2.0 * sigma**2))
+
+
+def linear(A, B):
+    return A @ B.T
+
+
+def full_kfd(K, y, mu):
+    """Mika et al. 1999 by the textbook formulas: alpha (unscaled) and the class means."""
+    n = K.shape[0]
+    N = np.zeros((n, n))
+    means = {}
+    for label in (-1, 1):
+        Kc = K[:, y == label]
+        lc = Kc.shape[1]
+        means[label] = Kc.mean(axis=1)
+        N += Kc @ (np.eye(lc) - np.full((lc, lc), 1.0 / lc)) @ Kc.T
+    alpha = np.linalg.solve(N + mu * np.eye(n), means[1] - means[-1])
+    return alpha, means
+
+
+def centre_columns_by_class(K, positive):
+    K = K.copy()
+    means = np.column_stack([K[:, ~positive].mean(axis=1), K[:, positive].mean(axis=1)])
+    K[:, positive] -= means[:, [1]]
+    K[:, ~positive] -= means[:, [0]]
+    return K, means

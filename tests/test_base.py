@@ -1,0 +1,235 @@
+"""Shared estimator behaviour, checked on every registered kernel classifier."""
+
+import pickle
+
+import numba
+import numpy as np
+import pytest
+from conftest import all_estimators, two_blobs
+
+from kfdnumba import KFD, NotFittedError
+from kfdnumba._base import check_array, check_labels, numba_threads, resolve_n_jobs
+
+ESTIMATORS = all_estimators()
+IDS = [name for name, _ in ESTIMATORS]
+
+
+@pytest.fixture(params=ESTIMATORS, ids=IDS)
+def estimator_cls(request):
+    return request.param[1]
+
+
+# ----------------------------------------------------------------- input validation
+@pytest.mark.parametrize(
+    "X, error, match",
+    [
+        (np.ones(5), ValueError, "2-D"),
+        (np.ones((2, 3, 4)), ValueError, "2-D"),
+        (np.empty((0, 3)), ValueError, "0 sample"),
+        (np.empty((4, 0)), ValueError, "0 feature"),
+        (np.array([[1.0, np.nan], [2.0, 3.0]]), ValueError, "NaN or infinity"),
+        (np.array([[1.0, np.inf], [2.0, 3.0]]), ValueError, "NaN or infinity"),
+        (np.array([["a", "b"], ["c", "d"]]), TypeError, "numeric"),
+        (np.array([[1 + 1j, 2]]), ValueError, "Complex data not supported"),
+        ([[1.0, 2.0], [3.0]], ValueError, "could not be converted"),
+    ],
+)
+def test_check_array_errors(X, error, match):
+    with pytest.raises(error, match=match):
+        check_array(X)
+
+
+def test_check_array_sparse_refused():
+    scipy_sparse = pytest.importorskip("scipy.sparse")
+    with pytest.raises(TypeError, match="sparse"):
+        check_array(scipy_sparse.csr_matrix(np.eye(3)))
+
+
+def test_check_array_feature_count():
+    with pytest.raises(ValueError, match="expecting 3 features"):
+        check_array(np.ones((2, 2)), n_features=3)
+
+
+@pytest.mark.parametrize(
+    "y, n, error, match",
+    [
+        (np.ones(4), 4, ValueError, "at least 2 classes"),
+        (np.array([0, 1, 1]), 4, ValueError, "inconsistent numbers of samples"),
+        (np.array([0, 1, 1, 1]), 4, ValueError, "each class needs at least 2"),
+        (np.array([0.5, 1.0, 0.5, 1.5]), 4, ValueError, "continuous"),
+        (np.array([0, np.nan, 1, 1]), 4, ValueError, "NaN"),
+        (np.ones((4, 2)), 4, ValueError, "1-D"),
+        (None, 4, ValueError, "requires y to be passed"),
+        (np.array(["a", 1, "b", 2], dtype=object), 4, TypeError, "mixes label types"),
+    ],
+)
+def test_check_labels_errors(y, n, error, match):
+    with pytest.raises(error, match=match):
+        check_labels(y, n)
+
+
+def test_fit_rejects_bad_input(estimator_cls):
+    X, y = two_blobs(20)
+    with pytest.raises(ValueError, match="inconsistent"):
+        estimator_cls().fit(X, y[:-1])
+    with pytest.raises(ValueError, match="NaN"):
+        estimator_cls().fit(np.where(X > 2, np.nan, X), y)
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        estimator_cls().fit(X, np.ones(20))
+
+
+@pytest.mark.parametrize(
+    "params, error, match",
+    [
+        ({"kernel": "poly"}, ValueError, "'kernel' parameter"),
+        ({"sigma": -1.0}, ValueError, "'sigma' parameter"),
+        ({"sigma": 0}, ValueError, "'sigma' parameter"),
+        ({"sigma": "wide"}, ValueError, "'sigma' parameter"),
+        ({"sigma": np.nan}, ValueError, "'sigma' parameter"),
+        ({"n_jobs": 0}, ValueError, "'n_jobs' parameter"),
+        ({"n_jobs": 1.5}, ValueError, "'n_jobs' parameter"),
+        ({"verbose": -1}, ValueError, "'verbose' parameter"),
+        ({"random_state": "seed"}, ValueError, "'random_state' parameter"),
+        ({"random_state": -3}, ValueError, "'random_state' parameter"),
+        ({"sigma": [1.0]}, TypeError, "'sigma' parameter"),
+    ],
+)
+def test_shared_parameter_errors(estimator_cls, params, error, match):
+    X, y = two_blobs(20)
+    with pytest.raises(error, match=match):
+        estimator_cls(**params).fit(X, y)
+
+
+def test_set_params_unknown_name(estimator_cls):
+    with pytest.raises(ValueError, match="Invalid parameter 'nope'"):
+        estimator_cls().set_params(nope=1)
+
+
+def test_get_params_roundtrip(estimator_cls):
+    est = estimator_cls()
+    params = est.get_params()
+    clone = estimator_cls(**params)
+    assert clone.get_params() == params
+    est.set_params(sigma=0.5)
+    assert est.get_params()["sigma"] == 0.5
+
+
+def test_not_fitted(estimator_cls):
+    est = estimator_cls()
+    for method in ("predict", "decision_function", "predict_proba"):
+        with pytest.raises(NotFittedError, match="not fitted"):
+            getattr(est, method)(np.ones((2, 2)))
+
+
+def test_predict_feature_count_checked(estimator_cls):
+    X, y = two_blobs(30)
+    est = estimator_cls().fit(X, y)
+    with pytest.raises(ValueError, match="expecting 2 features"):
+        est.predict(np.ones((3, 5)))
+
+
+# -------------------------------------------------------------------------- labels
+@pytest.mark.parametrize("labels", [("neg", "pos"), (0, 1), (-1, 1), (3.0, 7.0), (True, False)])
+def test_label_types(estimator_cls, labels):
+    X, y = two_blobs(40, seed=3)
+    y_any = np.where(y > 0, labels[1], labels[0])
+    est = estimator_cls().fit(X, y_any)
+    assert set(est.classes_.tolist()) == set(np.asarray(labels).tolist())
+    pred = est.predict(X)
+    assert pred.dtype == est.classes_.dtype
+    assert set(pred.tolist()) <= set(est.classes_.tolist())
+    assert est.score(X, y_any) > 0.8
+    dec = est.decision_function(X)
+    assert dec.shape == (40,)
+    np.testing.assert_array_equal(pred, est.classes_[(dec > 0).astype(int)])
+
+
+def test_three_classes(estimator_cls):
+    r = np.random.default_rng(5)
+    centres = np.array([[0.0, 3.0], [3.0, -2.0], [-3.0, -2.0]])
+    y = np.repeat(np.array(["a", "b", "c"]), 25)
+    X = centres[np.repeat(np.arange(3), 25)] + r.standard_normal((75, 2))
+    est = estimator_cls().fit(X, y)
+    assert list(est.classes_) == ["a", "b", "c"]
+    assert est.decision_function(X).shape == (75, 3)
+    proba = est.predict_proba(X)
+    assert proba.shape == (75, 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert est.score(X, y) > 0.85
+    assert est.n_retained_ == est.support_vectors_.shape[0]
+
+
+def test_probabilities(estimator_cls):
+    X, y = two_blobs(60, seed=7)
+    est = estimator_cls().fit(X, y)
+    proba = est.predict_proba(X)
+    assert proba.shape == (60, 2)
+    assert np.all((proba >= 0) & (proba <= 1))
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    # far on each side the probability is near certain, and agrees with predict mostly
+    agree = np.mean(est.classes_[np.argmax(proba, axis=1)] == est.predict(X))
+    assert agree > 0.9
+    np.testing.assert_allclose(np.exp(est.predict_log_proba(X)), proba)
+
+
+def test_pickle_roundtrip(estimator_cls):
+    X, y = two_blobs(50, seed=2)
+    est = estimator_cls(random_state=0).fit(X, y)
+    again = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(again.decision_function(X), est.decision_function(X))
+    np.testing.assert_array_equal(again.predict_proba(X), est.predict_proba(X))
+
+
+def test_random_state_reproducible(estimator_cls):
+    X, y = two_blobs(50, seed=4)
+    a = estimator_cls(random_state=3).fit(X, y).decision_function(X)
+    b = estimator_cls(random_state=3).fit(X, y).decision_function(X)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_one_and_two_threads_same_model(estimator_cls):
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs 2 Numba threads")
+    X, y = two_blobs(80, seed=9)
+    one = estimator_cls(n_jobs=1, random_state=0).fit(X, y)
+    two = estimator_cls(n_jobs=2, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(one.support_, two.support_)
+    np.testing.assert_allclose(one.decision_function(X), two.decision_function(X), rtol=1e-10, atol=1e-12)
+
+
+def test_float32_same_as_float64(estimator_cls):
+    X, y = two_blobs(40, seed=8)
+    X32 = X.astype(np.float32)
+    a = estimator_cls(random_state=0).fit(X32, y).decision_function(X32)
+    b = estimator_cls(random_state=0).fit(X32.astype(np.float64), y).decision_function(X32.astype(np.float64))
+    np.testing.assert_allclose(a, b)
+
+
+def test_verbose_prints(estimator_cls, capsys):
+    X, y = two_blobs(30)
+    estimator_cls(verbose=1).fit(X, y)
+    assert estimator_cls.__name__ in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------- threads
+def test_n_jobs_restored_and_resolved():
+    before = numba.get_num_threads()
+    with numba_threads(1):
+        assert numba.get_num_threads() == 1
+    assert numba.get_num_threads() == before
+    with pytest.raises(RuntimeError):
+        with numba_threads(1):
+            raise RuntimeError("boom")
+    assert numba.get_num_threads() == before
+    top = numba.config.NUMBA_NUM_THREADS
+    assert resolve_n_jobs(-1) == top
+    assert resolve_n_jobs(10**6) == top
+    assert resolve_n_jobs(None) is None
+    assert resolve_n_jobs(-(top + 5)) == 1
+
+
+def test_kfd_n_jobs_restored_after_fit():
+    X, y = two_blobs(30)
+    before = numba.get_num_threads()
+    KFD(n_jobs=1).fit(X, y)
+    assert numba.get_num_threads() == before

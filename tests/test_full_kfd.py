@@ -1,0 +1,69 @@
+import numpy as np
+import pytest
+from conftest import two_blobs
+from naive import centre_columns_by_class, full_kfd, rbf
+
+from kfdnumba import KFD
+from kfdnumba.full_kfd import _centre_columns_by_class
+
+
+def test_centre_columns_matches_numpy(rng):
+    K = rng.standard_normal((13, 13))
+    positive = rng.random(13) < 0.4
+    expected_K, expected_means = centre_columns_by_class(K, positive)
+    got = K.copy()
+    means = _centre_columns_by_class(got, positive.astype(np.int64))
+    np.testing.assert_allclose(means, expected_means, rtol=1e-13)
+    np.testing.assert_allclose(got, expected_K, rtol=1e-12, atol=1e-14)
+
+
+def test_kfd_matches_textbook_formula():
+    X, y = two_blobs(40, d=3, seed=1)
+    model = KFD(sigma=1.2, mu=1e-2).fit(X, y)
+    K = rbf(X, X, 1.2)
+    alpha, means = full_kfd(K, y, 1e-2)
+    coef = model.dual_coef_[:, 0]
+    # same direction, scaled so the projected class means are 2 apart
+    scale = coef[0] / alpha[0]
+    np.testing.assert_allclose(coef, alpha * scale, rtol=1e-8)
+    f = K @ coef
+    m_pos, m_neg = f[y > 0].mean(), f[y < 0].mean()
+    assert m_pos - m_neg == pytest.approx(2.0)
+    # threshold at the midpoint of the projected class means
+    np.testing.assert_allclose(model.decision_function(X), f - 0.5 * (m_pos + m_neg), atol=1e-10)
+    np.testing.assert_allclose(model.output_means_[0], [-1.0, 1.0], atol=1e-10)
+
+
+def test_kfd_retains_all_and_classifies():
+    X, y = two_blobs(80, seed=2, shift=2.0)
+    model = KFD().fit(X, y)
+    assert model.n_retained_ == 80
+    assert model.score(X, y) > 0.9
+
+
+def test_kfd_linear_kernel():
+    X, y = two_blobs(60, seed=3, shift=2.0)
+    assert KFD(kernel="linear", mu=1.0).fit(X, y).score(X, y) > 0.9
+
+
+@pytest.mark.parametrize(
+    "params, match", [({"mu": 0.0}, "'mu' parameter"), ({"mu": -1}, "'mu'"), ({"max_memory_gb": 0}, "max_memory_gb")]
+)
+def test_kfd_parameter_errors(params, match):
+    X, y = two_blobs(20)
+    with pytest.raises(ValueError, match=match):
+        KFD(**params).fit(X, y)
+
+
+def test_kfd_memory_budget_refused():
+    X, y = two_blobs(200)
+    with pytest.raises(ValueError, match="above max_memory_gb"):
+        KFD(max_memory_gb=1e-4).fit(X, y)
+
+
+def test_kfd_banana_accuracy():
+    from kfdnumba import load_banana
+
+    Xtr, ytr, Xte, yte = load_banana(1)
+    model = KFD(**KFD.demo_params).fit(Xtr, ytr)
+    assert 1 - model.score(Xte, yte) < 0.125

@@ -1,0 +1,72 @@
+import numpy as np
+import pytest
+from naive import linear, rbf
+
+from kfdnumba import _kernels
+from kfdnumba._kernels import Kernel, auto_sigma, make_kernel
+
+
+@pytest.mark.parametrize("d", [1, 2, 5, _kernels.DIRECT_MAX_DIM, _kernels.DIRECT_MAX_DIM + 1, 40])
+def test_rbf_block_matches_numpy(rng, d):
+    A = rng.standard_normal((23, d))
+    B = rng.standard_normal((17, d))
+    k = Kernel("rbf", 0.9 * np.sqrt(d))
+    np.testing.assert_allclose(k.block(A, B), rbf(A, B, k.sigma), rtol=1e-12, atol=1e-14)
+
+
+def test_rbf_far_from_origin_no_cancellation(rng):
+    # points with a huge common offset: the ||a||²+||b||²-2ab form would lose everything
+    A = rng.standard_normal((10, 30)) * 1e-3 + 1e6
+    k = Kernel("rbf", 1e-2)
+    K = k.block(A, A)
+    np.testing.assert_allclose(K, rbf(A - 1e6, A - 1e6, 1e-2), rtol=1e-6, atol=1e-12)
+    assert np.all(K <= 1.0) and np.allclose(np.diag(K), 1.0)
+
+
+def test_linear_block_and_diag(rng):
+    A = rng.standard_normal((9, 4))
+    B = rng.standard_normal((5, 4))
+    k = Kernel("linear")
+    np.testing.assert_allclose(k.block(A, B), linear(A, B))
+    np.testing.assert_allclose(k.diag(A), np.diag(linear(A, A)))
+    np.testing.assert_allclose(Kernel("rbf", 2.0).diag(A), 1.0)
+
+
+def test_columns_without_full_gram(rng):
+    X = rng.standard_normal((31, 3))
+    idx = np.array([4, 0, 30, 4])
+    k = Kernel("rbf", 1.3)
+    np.testing.assert_allclose(k.columns(X, idx), rbf(X, X, 1.3)[:, idx], rtol=1e-12)
+
+
+def test_large_block_threaded_exp_matches(rng):
+    # above the threading threshold for the exp split
+    A = rng.standard_normal((1100, 2))
+    B = rng.standard_normal((1000, 2))
+    k = Kernel("rbf", 0.7)
+    np.testing.assert_allclose(k.block(A, B), rbf(A, B, 0.7), rtol=1e-12, atol=1e-15)
+
+
+def test_expansion_chunks(rng, monkeypatch):
+    monkeypatch.setattr(_kernels, "EXPANSION_CHUNK", 16)
+    X = rng.standard_normal((50, 3))
+    P = rng.standard_normal((7, 3))
+    coef = rng.standard_normal((7, 2))
+    k = Kernel("rbf", 1.1)
+    np.testing.assert_allclose(k.expansion(X, P, coef), rbf(X, P, 1.1) @ coef, rtol=1e-12)
+    np.testing.assert_allclose(k.expansion(X, P, coef[:, 0]), rbf(X, P, 1.1) @ coef[:, 0], rtol=1e-12)
+
+
+def test_auto_sigma_and_make_kernel(rng):
+    X = rng.standard_normal((200, 3)) * np.array([1.0, 2.0, 3.0])
+    assert auto_sigma(X) == pytest.approx(np.sqrt(X.var(axis=0).sum()))
+    assert auto_sigma(np.ones((5, 2))) == 1.0
+    assert make_kernel("rbf", "auto", X).sigma == pytest.approx(auto_sigma(X))
+    assert make_kernel("rbf", 0.3, X).sigma == 0.3
+    assert make_kernel("linear", 0.3, X).name == "linear"
+
+
+def test_float32_input_same_as_float64(rng):
+    A = rng.standard_normal((12, 3)).astype(np.float32)
+    k = Kernel("rbf", 1.0)
+    np.testing.assert_allclose(k.block(A, A), rbf(A.astype(np.float64), A.astype(np.float64), 1.0), rtol=1e-12)
