@@ -23,8 +23,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import numbers
-import warnings
 import sys
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -239,9 +239,7 @@ def check_labels(y, n_samples: int, min_per_class: int = 2) -> tuple[np.ndarray,
     counts = np.bincount(encoded, minlength=classes.shape[0])
     if counts.min() < min_per_class:
         small = classes[np.argmin(counts)]
-        raise ValueError(
-            f"class {small!r} has {counts.min()} sample(s); each class needs at least {min_per_class}."
-        )
+        raise ValueError(f"class {small!r} has {counts.min()} sample(s); each class needs at least {min_per_class}.")
     return classes, encoded.astype(np.intp)
 
 
@@ -358,7 +356,7 @@ class BaseEstimator:
         """Cross-parameter checks of a subclass (the single ones are in the constraints)."""
 
     def _rng(self) -> np.random.Generator:
-        """The generator every random choice of a fit flows from."""
+        """Return the generator every random choice of a fit flows from."""
         return _make_rng(self.random_state)
 
     def _log(self, message: str) -> None:
@@ -498,7 +496,7 @@ class KernelClassifier(BaseEstimator):
         return out + self.intercept_
 
     def _positive_log_odds(self, out: np.ndarray) -> np.ndarray:
-        """log P(+ | f) - log P(- | f) of each one-vs-rest model (Gaussian class-conditionals)."""
+        """Log P(+ | f) - log P(- | f) of each one-vs-rest model (Gaussian class-conditionals)."""
         log_neg = np.log(self.class_priors_[:, 0]) + _gaussian_log_density(
             out, self.output_means_[:, 0], self.output_vars_[:, 0]
         )
@@ -557,7 +555,6 @@ class KernelClassifier(BaseEstimator):
             return float(hit.mean())
         w = np.asarray(sample_weight, dtype=np.float64)
         return float((hit * w).sum() / w.sum())
-
 
 
 def check_memory(n_bytes: float, budget_gb: float, what: str) -> None:

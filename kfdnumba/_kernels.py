@@ -136,7 +136,7 @@ class Kernel:
         return out
 
     def columns(self, X: np.ndarray, idx) -> np.ndarray:
-        """Selected Gram columns ``K[:, idx]`` (ℓ × m) without forming ℓ × ℓ."""
+        """Return the selected Gram columns ``K[:, idx]`` (ℓ × m) without forming ℓ × ℓ."""
         return self.block(X, X[np.asarray(idx, dtype=np.intp)])
 
     def diag(self, X: np.ndarray) -> np.ndarray:

@@ -90,7 +90,7 @@ def load_ida(name: str, data_dir=None, realization: int | None = None):
 
 
 def load_banana(realization: int | None = 1):
-    """The IDA Banana set (packaged): ``(X_train, y_train, X_test, y_test)`` of a realisation (1–10).
+    """Load the IDA Banana set (packaged): ``(X_train, y_train, X_test, y_test)`` of a realisation (1–10).
 
     400 training and 4900 test points in 2-D; ``realization=None`` returns the
     whole :class:`IDADataset`.

@@ -89,7 +89,7 @@ class KFD(KernelClassifier):
         "max_memory_gb": [Interval("real", 0, None, "neither")],
     }
     search_grid: ClassVar[dict] = {"sigma": [0.25, 0.35, 0.5, 0.7, 1.0, 1.4], "mu": [1e-4, 1e-3, 1e-2, 1e-1, 1.0]}
-    demo_params: ClassVar[dict] = {"sigma": 0.7, "mu": 1e-2}
+    demo_params: ClassVar[dict] = {"sigma": 0.7, "mu": 1e-3}
 
     def _fit_binary(self, X, y, rng):
         n = X.shape[0]

@@ -16,7 +16,7 @@ def test_demo_banana_quick_runs_every_method():
     assert result.returncode == 0, result.stderr
     assert "banana: 2 realisation(s)" in result.stdout
     for name in kfdnumba.registered_estimators():
-        line = next(l for l in result.stdout.splitlines() if l.startswith(name + " "))
+        line = next(row for row in result.stdout.splitlines() if row.startswith(name + " "))
         error = float(line.split()[1])
         assert 0.0 < error < 20.0, line
 
@@ -39,6 +39,10 @@ def test_demo_plot(tmp_path):
 
 def test_demo_unknown_method():
     result = subprocess.run(
-        [sys.executable, "demo.py", "banana", "--methods", "Nope"], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "demo.py", "banana", "--methods", "Nope"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode != 0 and "unknown method" in result.stderr

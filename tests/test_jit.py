@@ -49,9 +49,7 @@ def test_cache_env_opt_out(monkeypatch):
 
 def _run(code, cwd, env_extra):
     env = {**os.environ, **env_extra}
-    return subprocess.run(
-        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 FIT = """
