@@ -2,12 +2,21 @@
 
 Every estimator is a scikit-learn-compatible dataclass (fit / predict /
 decision_function / predict_proba / score) whose model is a kernel expansion
-over a few retained training points.
+over a few retained training points. ``registered_estimators()`` lists the
+kernel classifiers (the demo and the benchmarks run them all); KFD comes first.
 """
 
 from ._base import NotFittedError, registered_estimators
 from .datasets import load_banana, load_ida
 from .full_kfd import KFD
+from .reformative_kfd import ReformativeKFD
 
-__all__ = ["KFD", "NotFittedError", "load_banana", "load_ida", "registered_estimators"]
+__all__ = [
+    "KFD",
+    "ReformativeKFD",
+    "NotFittedError",
+    "load_banana",
+    "load_ida",
+    "registered_estimators",
+]
 __version__ = "0.1.0"

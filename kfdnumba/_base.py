@@ -46,6 +46,7 @@ __all__ = [
     "check_array",
     "numba_threads",
     "check_memory",
+    "bayes_threshold",
 ]
 
 
@@ -291,6 +292,39 @@ class KernelExpansion:
 
 def _gaussian_log_density(f, mean, var):
     return -0.5 * np.log(2.0 * np.pi * var) - 0.5 * (f - mean) ** 2 / var
+
+
+def bayes_threshold(output: np.ndarray, positive: np.ndarray) -> float | None:
+    """Where the Gaussian class-conditionals of the training outputs, times the priors, cross.
+
+    Solves ``log p₊ N(f; m₊, v₊) = log p₋ N(f; m₋, v₋)`` (a quadratic in f) for the
+    root between the class means; None when there is none (the caller keeps the midpoint).
+    """
+    f_pos, f_neg = output[positive], output[~positive]
+    if f_pos.shape[0] < 2 or f_neg.shape[0] < 2:
+        return None
+    m_pos, m_neg = f_pos.mean(), f_neg.mean()
+    v_pos, v_neg = f_pos.var(ddof=1), f_neg.var(ddof=1)
+    if not (m_pos > m_neg and v_pos > 0 and v_neg > 0):
+        return None
+    log_ratio = np.log(f_pos.shape[0] / f_neg.shape[0]) - 0.5 * np.log(v_pos / v_neg)
+    a = 0.5 / v_neg - 0.5 / v_pos
+    b = m_pos / v_pos - m_neg / v_neg
+    c = 0.5 * m_neg**2 / v_neg - 0.5 * m_pos**2 / v_pos + log_ratio
+    if abs(a) * (m_pos - m_neg) <= 1e-12 * abs(b):
+        roots = np.array([-c / b])
+    else:
+        disc = b * b - 4.0 * a * c
+        if disc < 0:
+            return None
+        sq = np.sqrt(disc)
+        q = -0.5 * (b + np.copysign(sq, b))  # stable quadratic roots
+        roots = np.array([q / a, c / q]) if q != 0 else np.array([-b / (2.0 * a)])
+    inside = roots[(roots >= m_neg) & (roots <= m_pos)]
+    if inside.shape[0] == 0:
+        return None
+    middle = 0.5 * (m_pos + m_neg)
+    return float(inside[np.argmin(np.abs(inside - middle))])
 
 
 # --------------------------------------------------------------------- the estimator

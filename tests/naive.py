@@ -32,3 +32,21 @@ def centre_columns_by_class(K, positive):
     K[:, positive] -= means[:, [1]]
     K[:, ~positive] -= means[:, [0]]
     return K, means
+
+
+def bayes_threshold(output, positive, n_grid=200001):
+    """Crossing of p± N(f; m±, v±) between the class means, by a fine grid search."""
+    f_pos, f_neg = output[positive], output[~positive]
+    m_pos, m_neg = f_pos.mean(), f_neg.mean()
+    v_pos, v_neg = f_pos.var(ddof=1), f_neg.var(ddof=1)
+    grid = np.linspace(m_neg, m_pos, n_grid)
+    g = (
+        np.log(f_pos.size)
+        - 0.5 * np.log(v_pos)
+        - (grid - m_pos) ** 2 / (2 * v_pos)
+        - np.log(f_neg.size)
+        + 0.5 * np.log(v_neg)
+        + (grid - m_neg) ** 2 / (2 * v_neg)
+    )
+    change = np.flatnonzero(np.diff(np.sign(g)) != 0)
+    return None if change.size == 0 else grid[change[0]]

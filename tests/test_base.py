@@ -6,9 +6,10 @@ import numba
 import numpy as np
 import pytest
 from conftest import all_estimators, two_blobs
+from naive import bayes_threshold as naive_bayes_threshold
 
 from kfdnumba import KFD, NotFittedError
-from kfdnumba._base import check_array, check_labels, numba_threads, resolve_n_jobs
+from kfdnumba._base import bayes_threshold, check_array, check_labels, numba_threads, resolve_n_jobs
 
 ESTIMATORS = all_estimators()
 IDS = [name for name, _ in ESTIMATORS]
@@ -233,3 +234,25 @@ def test_kfd_n_jobs_restored_after_fit():
     before = numba.get_num_threads()
     KFD(n_jobs=1).fit(X, y)
     assert numba.get_num_threads() == before
+
+
+# ----------------------------------------------------------------- bayes threshold
+@pytest.mark.parametrize(
+    "seed,n_pos,n_neg,s_pos,s_neg", [(0, 30, 90, 1.0, 1.0), (1, 50, 50, 0.5, 1.5), (2, 80, 20, 2.0, 0.7)]
+)
+def test_bayes_threshold_matches_grid_search(seed, n_pos, n_neg, s_pos, s_neg):
+    r = np.random.default_rng(seed)
+    out = np.concatenate([r.normal(1.0, s_pos, n_pos), r.normal(-1.0, s_neg, n_neg)])
+    positive = np.arange(n_pos + n_neg) < n_pos
+    expected = naive_bayes_threshold(out, positive)
+    got = bayes_threshold(out, positive)
+    assert expected is not None and got is not None
+    assert got == pytest.approx(expected, abs=1e-4 * (out.max() - out.min()))
+
+
+def test_bayes_threshold_equal_classes_is_the_midpoint_and_fallbacks():
+    out = np.array([-2.0, -1.0, 0.0, 1.0, 2.0, 3.0])
+    positive = np.array([False, False, False, True, True, True])
+    assert bayes_threshold(out, positive) == pytest.approx(0.5)
+    assert bayes_threshold(out, ~positive) is None  # class means in the wrong order
+    assert bayes_threshold(np.ones(6), positive) is None  # no spread

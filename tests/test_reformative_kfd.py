@@ -1,0 +1,306 @@
+import os
+import sys
+
+import numba
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from naive_reformative_kfd import class_centres, criterion, greedy_nodes, rbf_gram, within_scatter  # noqa: E402
+
+import kfdnumba.reformative_kfd as rk  # noqa: E402
+from kfdnumba import ReformativeKFD, load_banana  # noqa: E402
+from kfdnumba._base import bayes_threshold  # noqa: E402
+from kfdnumba._kernels import Kernel  # noqa: E402
+
+
+def make_data(n=60, d=3, seed=0, noise=0.7):
+    r = np.random.default_rng(seed)
+    X = r.normal(size=(n, d))
+    y = np.where(X[:, 0] + X[:, 1] ** 2 - 1.0 + noise * r.normal(size=n) > 0, 1, -1)
+    return X, y
+
+
+def gram(X, kernel, sigma):
+    return rbf_gram(X, X, sigma) if kernel == "rbf" else X @ X.T
+
+
+# ------------------------------------------------------------------ the within-class matrix
+@pytest.mark.parametrize("dense", [True, False])
+def test_scatter_rows_and_diagonal_match_eq6(dense, monkeypatch):
+    X, y = make_data(50)
+    monkeypatch.setattr(rk, "_BLOCK_ENTRIES", 7 * 50)  # several (ragged) row blocks
+    scatter = rk._WithinScatter(Kernel("rbf", 1.3), X, y > 0, dense)
+    N, d, means = within_scatter(rbf_gram(X, X, 1.3), y.astype(float))
+    np.testing.assert_allclose(scatter.diag, np.diag(N), rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(scatter.means[:, 1], means[1.0], rtol=1e-12)
+    np.testing.assert_allclose(scatter.means[:, 0], means[-1.0], rtol=1e-12)
+    for p in (0, 17, 49):
+        np.testing.assert_allclose(scatter.row(p), N[p], rtol=1e-10, atol=1e-11)
+
+
+@pytest.mark.parametrize("n", [1, 5, 37, 130])
+def test_symmetric_matvec_reads_one_triangle(n):
+    r = np.random.default_rng(n)
+    A = r.normal(size=(n, n))
+    K = A + A.T
+    v = r.normal(size=n)
+    chunks = rk._MATVEC_CHUNKS
+    bounds = np.round(n * np.sqrt(np.arange(chunks + 1) / chunks)).astype(np.int64)
+    out = np.empty(n)
+    rk._symmetric_matvec(K, v, bounds, np.empty((chunks, n)), out)
+    np.testing.assert_allclose(out, K @ v, rtol=1e-12, atol=1e-12)
+    K_upper_garbage = np.tril(K) + np.triu(np.full((n, n), np.nan), 1)
+    out_serial = np.empty(n)
+    rk._symmetric_matvec.serial(K_upper_garbage, v, bounds, np.empty((chunks, n)), out_serial)
+    np.testing.assert_array_equal(out_serial, out)
+
+
+# ------------------------------------------------------------- the recursion vs brute force
+@pytest.mark.parametrize(
+    "kernel,sigma,mu,seed", [("rbf", 1.5, 1e-3, 0), ("rbf", 0.8, 1e-2, 1), ("linear", 1.0, 1e-1, 2)]
+)
+def test_same_nodes_and_j_as_brute_force(kernel, sigma, mu, seed):
+    X, y = make_data(45, seed=seed)
+    n_nodes = 12 if kernel == "rbf" else 3  # the linear N has rank ≤ d
+    model = ReformativeKFD(kernel=kernel, sigma=sigma, mu=mu, tol=0.0, max_nodes=n_nodes).fit(X, y)
+    nodes, js, alpha = greedy_nodes(gram(X, kernel, sigma), y.astype(float), mu, n_nodes)
+    np.testing.assert_array_equal(model.nodes_, nodes)
+    np.testing.assert_allclose(model.j_history_, js, rtol=1e-9)
+    np.testing.assert_allclose(model.alpha_, alpha, rtol=1e-8, atol=1e-10)
+
+
+def test_relative_stopping_rule_matches_brute_force():
+    X, y = make_data(50, seed=3)
+    model = ReformativeKFD(sigma=1.2, mu=1e-3, tol=2e-2, max_nodes=40).fit(X, y)
+    nodes, js, _ = greedy_nodes(rbf_gram(X, X, 1.2), y.astype(float), 1e-3, 40, tol=2e-2)
+    np.testing.assert_array_equal(model.nodes_, nodes)
+    assert 1 < len(nodes) < 40
+    gains = np.diff(model.j_history_)
+    assert np.all(gains >= 2e-2 * model.j_history_[1:])
+    # a smaller tolerance runs longer along the same path
+    longer = ReformativeKFD(sigma=1.2, mu=1e-3, tol=2e-3, max_nodes=40).fit(X, y)
+    assert len(longer.nodes_) > len(model.nodes_)
+    np.testing.assert_array_equal(longer.nodes_[: len(nodes)], nodes)
+
+
+def test_j_never_decreases_and_final_alpha_is_the_direct_solve():
+    X, y = make_data(120, d=2, seed=4)
+    model = ReformativeKFD(sigma=0.6, mu=1e-3, tol=0.0, max_nodes=60).fit(X, y)
+    assert len(model.nodes_) == 60
+    assert np.all(np.diff(model.j_history_) >= 0)
+    N, d, _ = within_scatter(rbf_gram(X, X, 0.6), y.astype(float))
+    S = model.nodes_
+    direct = np.linalg.solve(N[np.ix_(S, S)] + 1e-3 * np.eye(S.shape[0]), d[S])
+    np.testing.assert_allclose(model.alpha_, direct, rtol=1e-7, atol=1e-9 * np.abs(direct).max())
+    assert model.j_history_[-1] == pytest.approx(d[S] @ direct, rel=1e-10)
+    assert model.j_history_[-1] == pytest.approx(criterion(N, d, S, 1e-3)[1], rel=1e-10)
+
+
+def test_scoring_state_matches_a_fresh_cholesky():
+    """The running w_x, ||w_x||² and qᵀw_x equal L⁻¹N[S,x] recomputed directly."""
+    X, y = make_data(40, seed=5)
+    sigma, mu = 1.1, 1e-3
+    N, d, _ = within_scatter(rbf_gram(X, X, sigma), y.astype(float))
+    scatter = rk._WithinScatter(Kernel("rbf", sigma), X, y > 0, True)
+    n, m = 40, 6
+    W, w_norm2, w_q, gains = np.zeros((n, m)), np.zeros(n), np.zeros(n), np.empty(n)
+    selected = np.zeros(n, dtype=bool)
+    diag_mu = scatter.diag + mu
+    S = [3, 11, 20, 27, 31, 38]
+    L = np.linalg.cholesky(N[np.ix_(S, S)] + mu * np.eye(m))
+    q = np.linalg.solve(L, d[S])
+    for k, p in enumerate(S):
+        selected[p] = True
+        rk._append_node_and_score(W, k, p, scatter.row(p), L[k, k], q[k], selected, diag_mu, w_norm2, w_q, d, gains)
+    free = ~selected
+    fresh = np.linalg.solve(L, N[np.ix_(S, np.flatnonzero(free))]).T
+    np.testing.assert_allclose(W[free], fresh, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(w_norm2[free], (fresh**2).sum(1), rtol=1e-9)
+    np.testing.assert_allclose(w_q[free], fresh @ q, rtol=1e-9, atol=1e-12)
+    # gains = J(S ∪ x) - J(S) by direct solves
+    J = criterion(N, d, S, mu)[1]
+    for x in np.flatnonzero(free)[:8]:
+        assert gains[x] == pytest.approx(criterion(N, d, S + [x], mu)[1] - J, rel=1e-7, abs=1e-12)
+    assert np.all(gains[selected] == rk._SKIP)
+
+
+def test_one_and_two_threads_agree():
+    X, y = make_data(150, d=2, seed=6)
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs 2 threads")
+    kw = dict(sigma=0.9, tol=0.0, max_nodes=40)
+    old = rk._PARALLEL_MIN_WORK
+    try:
+        rk._PARALLEL_MIN_WORK = 0  # force the prange kernels
+        a = ReformativeKFD(n_jobs=1, **kw).fit(X, y)
+        b = ReformativeKFD(n_jobs=2, **kw).fit(X, y)
+    finally:
+        rk._PARALLEL_MIN_WORK = old
+    np.testing.assert_array_equal(a.nodes_, b.nodes_)
+    np.testing.assert_array_equal(a.j_history_, b.j_history_)
+
+
+# -------------------------------------------------------------------------- the two paths
+def test_dense_and_blocked_paths_agree(monkeypatch):
+    X, y = make_data(90, d=2, seed=7)
+    monkeypatch.setattr(rk, "_BLOCK_ENTRIES", 1000)  # 11 rows per block
+    kw = dict(sigma=0.7, mu=1e-3, tol=1e-3, max_nodes=50)
+    dense = ReformativeKFD(scatter="dense", **kw).fit(X, y)
+    blocked = ReformativeKFD(scatter="blocked", **kw).fit(X, y)
+    np.testing.assert_array_equal(dense.nodes_, blocked.nodes_)
+    np.testing.assert_allclose(dense.j_history_, blocked.j_history_, rtol=1e-10)
+    np.testing.assert_allclose(dense.alpha_, blocked.alpha_, rtol=1e-7, atol=1e-10)
+    Xt = np.random.default_rng(0).normal(size=(30, 2))
+    np.testing.assert_allclose(dense.decision_function(Xt), blocked.decision_function(Xt), rtol=1e-8, atol=1e-10)
+
+
+def test_auto_picks_blocked_above_the_memory_budget():
+    est = ReformativeKFD(max_memory_gb=1e-3)  # 1 MiB: dense up to 362 points
+    assert est._use_dense(300)
+    assert not est._use_dense(400)
+    assert not ReformativeKFD(scatter="blocked")._use_dense(10)
+
+
+def test_forced_dense_over_budget_raises():
+    X, y = make_data(60)
+    with pytest.raises(ValueError, match="scatter='dense'.*max_memory_gb"):
+        ReformativeKFD(scatter="dense", max_nodes=2, max_memory_gb=2e-5).fit(X, y)
+
+
+# --------------------------------------------------------------------- model and prediction
+def test_prediction_uses_only_the_nodes_and_class_centres():
+    X, y = make_data(80, d=2, seed=8)
+    model = ReformativeKFD(sigma=0.8, mu=1e-3, tol=1e-2).fit(X, y)
+    nodes = model.nodes_
+    assert model.n_retained_ == len(nodes) < 80
+    np.testing.assert_array_equal(model.support_, np.sort(nodes))
+    np.testing.assert_array_equal(model.node_points_, X[nodes])
+    np.testing.assert_array_equal(model.support_vectors_, X[np.sort(nodes)])
+    K = rbf_gram(X, X, 0.8)
+    f_neg, f_pos = class_centres(K, y, nodes, model.alpha_)
+    np.testing.assert_allclose(model.class_centres_, [f_neg, f_pos], rtol=1e-10)
+    assert f_pos - f_neg == pytest.approx(model.j_history_[-1], rel=1e-9)  # f₊ - f₋ = J
+    Xt = np.random.default_rng(1).normal(size=(25, 2))
+    by_hand = rbf_gram(Xt, X[nodes], 0.8) @ model.alpha_ - 0.5 * (f_neg + f_pos)
+    np.testing.assert_allclose(model.decision_function(Xt), by_hand, rtol=1e-9, atol=1e-12)
+    f = by_hand + 0.5 * (f_neg + f_pos)
+    nearer = np.where(np.abs(f - f_pos) < np.abs(f - f_neg), 1, -1)
+    np.testing.assert_array_equal(model.predict(Xt), nearer)
+    assert model.support_vectors_.shape == (len(nodes), 2)
+    assert model.dual_coef_.shape == (len(nodes), 1)
+
+
+def test_bayes_threshold_option_moves_the_cut_away_from_the_larger_class():
+    r = np.random.default_rng(12)
+    X = r.normal(size=(150, 2))
+    y = np.where(X[:, 0] + 0.8 * r.normal(size=150) > 1.0, 1, -1)  # about 1 positive in 4
+    mid = ReformativeKFD(sigma=1.0, tol=1e-2).fit(X, y)
+    bay = ReformativeKFD(sigma=1.0, tol=1e-2, threshold="bayes").fit(X, y)
+    np.testing.assert_array_equal(mid.nodes_, bay.nodes_)
+    f = mid.decision_function(X) + 0.5 * mid.class_centres_.sum()  # f(x) = Σ α_r k(x, x_r)
+    cut = bayes_threshold(f, y > 0)
+    assert 0.5 * mid.class_centres_.sum() < cut < mid.class_centres_[1]  # towards the smaller class
+    np.testing.assert_allclose(bay.decision_function(X), f - cut, rtol=1e-9, atol=1e-12)
+    assert np.sum(bay.predict(X) == 1) < np.sum(mid.predict(X) == 1)
+
+
+def test_rho_guard_on_duplicated_points():
+    X, y = make_data(40, d=2, seed=9)
+    Xd = np.vstack([X, X])  # every point twice
+    yd = np.concatenate([y, y])
+    model = ReformativeKFD(sigma=1.0, mu=1e-13, tol=0.0, max_nodes=40).fit(Xd, yd)
+    points = {tuple(p) for p in model.node_points_}
+    assert len(points) == len(model.nodes_)  # never a point and its twin
+    assert len(model.nodes_) < 40  # the guard ended the run: every candidate left has ρ ≈ 2μ
+    assert np.isfinite(model.alpha_).all() and np.all(np.diff(model.j_history_) >= 0)
+    assert np.isfinite(model.decision_function(X)).all()
+
+
+def test_rho_guard_skips_instead_of_dividing():
+    n = 4
+    selected = np.zeros(n, dtype=bool)
+    diag_mu = np.array([1.0, 1.0, 1.0, 1.0])
+    w_norm2 = np.array([0.5, 1.0, 1.0 - 1e-13, 1.2])  # ρ = 0.5, 0, 1e-13, -0.2
+    w_q = np.zeros(n)
+    d = np.array([1.0, 1.0, 1.0, 1.0])
+    gains = np.empty(n)
+    rk._score_candidates(selected, diag_mu, w_norm2, w_q, d, gains)
+    np.testing.assert_allclose(gains, [2.0, rk._SKIP, rk._SKIP, rk._SKIP])
+
+
+def test_max_nodes_larger_than_training_set():
+    X, y = make_data(12, d=2, seed=10)
+    model = ReformativeKFD(sigma=1.0, tol=0.0, max_nodes=500).fit(X, y)
+    assert len(model.nodes_) <= 12
+    assert sorted(model.nodes_) == sorted(set(model.nodes_))
+
+
+def test_multiclass_one_vs_rest():
+    r = np.random.default_rng(11)
+    centres = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
+    y = np.repeat([0, 1, 2], 30)
+    X = centres[y] + r.normal(size=(90, 2))
+    model = ReformativeKFD(tol=1e-2).fit(X, y)
+    assert isinstance(model.nodes_, list) and len(model.nodes_) == 3
+    assert model.score(X, y) > 0.85
+    # the shared Gram matrix gives the same models as separate binary fits
+    sigma = model.kernel_.sigma
+    for c in range(3):
+        binary = ReformativeKFD(sigma=sigma, tol=1e-2).fit(X, np.where(y == c, 1, -1))
+        np.testing.assert_array_equal(model.nodes_[c], binary.nodes_)
+        np.testing.assert_allclose(model.alpha_[c], binary.alpha_, rtol=1e-12)
+    blocked = ReformativeKFD(tol=1e-2, scatter="blocked").fit(X, y)
+    for c in range(3):
+        np.testing.assert_array_equal(model.nodes_[c], blocked.nodes_[c])
+
+
+def test_banana_accuracy_and_sparsity():
+    X, y, Xt, yt = load_banana(1)
+    model = ReformativeKFD(sigma=0.7, mu=1e-3, tol=1e-3).fit(X, y)
+    assert len(model.nodes_) <= 62
+    assert 1.0 - model.score(Xt, yt) < 0.14
+
+
+# ---------------------------------------------------------------------------- parameters
+@pytest.mark.parametrize(
+    "params,error,match",
+    [
+        ({"mu": 0.0}, ValueError, "'mu' parameter"),
+        ({"mu": -1.0}, ValueError, "'mu' parameter"),
+        ({"tol": -1e-3}, ValueError, "'tol' parameter"),
+        ({"max_nodes": 0}, ValueError, "'max_nodes' parameter"),
+        ({"max_nodes": 2.5}, ValueError, "'max_nodes' parameter"),
+        ({"scatter": "full"}, ValueError, "'scatter' parameter"),
+        ({"max_memory_gb": 0.0}, ValueError, "'max_memory_gb' parameter"),
+        ({"threshold": "nearest"}, ValueError, "'threshold' parameter"),
+    ],
+)
+def test_bad_parameters(params, error, match):
+    X, y = make_data(20)
+    with pytest.raises(error, match=match):
+        ReformativeKFD(**params).fit(X, y)
+
+
+def test_state_over_memory_budget_raises():
+    X, y = make_data(200, d=2)
+    with pytest.raises(ValueError, match="max_nodes=100.*max_memory_gb"):
+        ReformativeKFD(scatter="blocked", max_nodes=100, max_memory_gb=1e-5).fit(X, y)
+
+
+def test_no_separation_raises():
+    X = np.zeros((10, 2))
+    y = np.array([1, -1] * 5)
+    with pytest.raises(ValueError, match="no separation"):
+        ReformativeKFD().fit(X, y)
+
+
+def test_verbose_reports_nodes_and_the_stop(capsys):
+    X, y = make_data(40, seed=13)
+    ReformativeKFD(sigma=1.0, tol=5e-2, verbose=1).fit(X, y)
+    out = capsys.readouterr().out
+    assert "[ReformativeKFD] node 1: index" in out
+    assert "stop: relative gain" in out
+    ReformativeKFD(sigma=1.0, tol=5e-2).fit(X, y)
+    assert capsys.readouterr().out == ""
