@@ -13,6 +13,9 @@ lives here and nowhere else:
   ``omp`` threading layer kills a forked child that enters a parallel region.
   The serial copy gets its own name, hence its own cache file (Numba's cache
   key ignores the decorator flags, so the two must not share one).
+  ``kernel.serial`` is that twin; callers may also use it for work too small to
+  repay starting the thread team (the choice must depend on the problem size,
+  never on the thread count, so 1 and 2 threads still give the same answer).
 * ``parallel=False`` kernels are plain Numba dispatchers that other kernels can
   call.
 

@@ -40,6 +40,8 @@ DIRECT_MAX_DIM = 16
 EXPANSION_CHUNK = 1 << 22
 #: Entries above which the in-place exponential is split over threads.
 _THREADED_EXP_MIN = 1 << 20
+#: Work (entries × features) below which the serial twin of a kernel is used.
+SERIAL_WORK_MAX = 1 << 15
 
 
 @jit
@@ -125,13 +127,16 @@ class Kernel:
         centre = B.mean(axis=0)
         A = A - centre
         B = B - centre
+        small = out.size * A.shape[1] <= SERIAL_WORK_MAX  # thread start-up would cost more
         if A.shape[1] <= DIRECT_MAX_DIM:
-            _neg_scaled_sqdist_direct(A, B, self.gamma, out)
+            kernel = _neg_scaled_sqdist_direct
+            (kernel.serial if small else kernel)(A, B, self.gamma, out)
         else:
             np.dot(A, B.T, out=out)
             norms_a = np.einsum("ij,ij->i", A, A)
             norms_b = np.einsum("ij,ij->i", B, B)
-            _neg_scaled_sqdist_from_gram(out, norms_a, norms_b, self.gamma)
+            kernel = _neg_scaled_sqdist_from_gram
+            (kernel.serial if small else kernel)(out, norms_a, norms_b, self.gamma)
         _exp_inplace(out)
         return out
 

@@ -70,3 +70,13 @@ def test_float32_input_same_as_float64(rng):
     A = rng.standard_normal((12, 3)).astype(np.float32)
     k = Kernel("rbf", 1.0)
     np.testing.assert_allclose(k.block(A, A), rbf(A.astype(np.float64), A.astype(np.float64), 1.0), rtol=1e-12)
+
+
+def test_small_blocks_take_the_serial_twin_and_agree(rng, monkeypatch):
+    A = rng.standard_normal((6, 3))
+    B = rng.standard_normal((5, 3))
+    k = Kernel("rbf", 1.0)
+    small = k.block(A, B)
+    monkeypatch.setattr(_kernels, "SERIAL_WORK_MAX", -1)  # force the parallel kernel
+    np.testing.assert_array_equal(k.block(A, B), small)
+    np.testing.assert_allclose(small, rbf(A, B, 1.0), rtol=1e-12)
