@@ -10,10 +10,13 @@ from ._base import NotFittedError, registered_estimators
 from .datasets import load_banana, load_ida
 from .full_kfd import KFD
 from .reformative_kfd import ReformativeKFD
+from .dda import DDA, DDAClassifier
 
 __all__ = [
     "KFD",
     "ReformativeKFD",
+    "DDA",
+    "DDAClassifier",
     "NotFittedError",
     "load_banana",
     "load_ida",

@@ -37,6 +37,7 @@ from ._kernels import make_kernel
 __all__ = [
     "KernelExpansion",
     "BaseEstimator",
+    "ClassifierMixin",
     "KernelClassifier",
     "NotFittedError",
     "Interval",
@@ -397,9 +398,43 @@ class BaseEstimator:
         if self.verbose:
             print(f"[{type(self).__name__}] {message}", file=sys.stdout, flush=True)
 
+    #: Attribute that exists once the estimator is fitted.
+    _fitted_attribute: ClassVar[str] = "n_features_in_"
+
+    def _check_is_fitted(self) -> None:
+        if not hasattr(self, self._fitted_attribute):
+            raise _with_sklearn_base(NotFittedError, "sklearn.exceptions.NotFittedError")(
+                f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with appropriate arguments first."
+            )
+
+
+class ClassifierMixin:
+    """scikit-learn classifier tags and accuracy ``score``, shared by every classifier here."""
+
+    _estimator_type = "classifier"
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
+
+        return Tags(
+            estimator_type="classifier",
+            target_tags=TargetTags(required=True),
+            classifier_tags=ClassifierTags(multi_class=True, multi_label=False),
+            input_tags=InputTags(two_d_array=True, sparse=False, allow_nan=False),
+            requires_fit=True,
+        )
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """Mean accuracy on (X, y)."""
+        hit = (self.predict(X) == np.asarray(y)).astype(np.float64)
+        if sample_weight is None:
+            return float(hit.mean())
+        w = np.asarray(sample_weight, dtype=np.float64)
+        return float((hit * w).sum() / w.sum())
+
 
 @dataclass(kw_only=True, eq=False)
-class KernelClassifier(BaseEstimator):
+class KernelClassifier(ClassifierMixin, BaseEstimator):
     """Base of every kernel-expansion classifier.
 
     Parameters
@@ -414,7 +449,6 @@ class KernelClassifier(BaseEstimator):
     kernel: str = "rbf"
     sigma: float | str = "auto"
 
-    _estimator_type = "classifier"
     _parameter_constraints: ClassVar[dict] = {
         "kernel": [Options(("rbf", "linear"))],
         "sigma": [Interval("real", 0, None, "neither"), Options(("auto",))],
@@ -426,22 +460,7 @@ class KernelClassifier(BaseEstimator):
     #: Parameters ``demo.py`` uses on Banana (chosen with the harness).
     demo_params: ClassVar[dict] = {}
 
-    def __sklearn_tags__(self):
-        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
-
-        return Tags(
-            estimator_type="classifier",
-            target_tags=TargetTags(required=True),
-            classifier_tags=ClassifierTags(multi_class=True, multi_label=False),
-            input_tags=InputTags(two_d_array=True, sparse=False, allow_nan=False),
-            requires_fit=True,
-        )
-
-    def _check_is_fitted(self) -> None:
-        if not hasattr(self, "support_vectors_"):
-            raise _with_sklearn_base(NotFittedError, "sklearn.exceptions.NotFittedError")(
-                f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with appropriate arguments first."
-            )
+    _fitted_attribute: ClassVar[str] = "support_vectors_"
 
     # --------------------------------------------------------------------- fit
     def fit(self, X, y):
@@ -580,15 +599,6 @@ class KernelClassifier(BaseEstimator):
         """Logarithm of :meth:`predict_proba`."""
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
-
-    def score(self, X, y, sample_weight=None) -> float:
-        """Mean accuracy on (X, y)."""
-        pred = self.predict(X)
-        hit = (pred == np.asarray(y)).astype(np.float64)
-        if sample_weight is None:
-            return float(hit.mean())
-        w = np.asarray(sample_weight, dtype=np.float64)
-        return float((hit * w).sum() / w.sum())
 
 
 def check_memory(n_bytes: float, budget_gb: float, what: str) -> None:

@@ -1,0 +1,762 @@
+"""Distance-based discriminant analysis by iterative majorization (Kosinov, Marchand-Maillet & Pun).
+
+DDA is a *linear* method, not a kernel expansion: it learns a map ``T``
+(m × k) such that, in the space ``x ↦ x T``, points of one class are close to
+each other and far from the other classes, which is what a nearest-neighbour
+classifier needs. :class:`DDA` is a transformer (fit / transform, usable in a
+scikit-learn ``Pipeline`` before any classifier); :class:`DDAClassifier` is
+DDA followed by 1-NN.
+
+Criterion (eq. 2, with the remedies below), for a class X against the rest Y,
+``d_ij = ||(x_i - x_j) T||``, Huber ``Ψ_c(d) = d²/2`` for ``d ≤ c`` and
+``c d - c²/2`` beyond::
+
+    F(T) = mean_{i<j ∈ X} log(Ψ_c(d_ij) + ε)  -  mean_{i ∈ X, j ∈ Y} log(d_ij + δ)
+
+Several classes (eq. 8): the sum of these terms, one class against the rest
+each (``class_terms="all"``: every class; ``"paper"``: the first K-1 classes as
+in eq. 8, i.e. only the first class is made compact with two classes).
+The length constraint ``||T||_F = r`` (section 3) is kept as an equality.
+
+Where this module departs from the paper (see ALGORITHMS.md, section 5):
+
+* **Collapse floor ε.** The bare criterion (ε = 0) is unbounded below: a
+  within-class distance can be driven to 0 while no between-class one is,
+  ``log 0 = -∞``; T drifts to rank one and 1-NN accuracy falls after first
+  rising. ``ε = s · Ψ_c(median within-class distance at the start)`` bounds
+  the criterion; the strength ``s`` (``floor``) is chosen by inner
+  cross-validation of the 1-NN error when ``floor="auto"``. s is not "the
+  bigger the safer": for Ψ ≪ ε the within term becomes linear in Ψ (a
+  within-class scatter with a small weight) and the between term can then
+  pull T onto high-variance noise directions (seen on unstandardised data).
+* **Early stopping.** Even with the floor the criterion keeps decreasing
+  after the 1-NN error stops improving (T has m² parameters). With
+  ``early_stopping=True`` the same inner cross-validation also picks the
+  number of steps (step 0, the Euclidean start, included), at no extra cost:
+  one run per (fold, floor) records the validation error after every step.
+* **Between-class term.** The paper replaces ``-log`` by a piecewise-linear
+  interpolant majorized knot by knot (its eq. 3 is lost); with knots far below
+  the current distance that majorizer has curvature ~ 1/(x_lo d̄) and crawls,
+  and knots that follow the distances change the criterion every step. Here
+  the term is ``φ(d) = -log(d + δ)`` (δ = 10⁻³ × median between-class
+  distance at the start, which also bounds a between-class collision) with
+  its *sharpest* quadratic majorizer on d ≥ 0. Because φ'' is decreasing,
+  ``φ(d) ≤ φ(d̄) + φ'(d̄)(d - d̄) + A (d - d̄)²`` holds for all d ≥ 0 with
+  ``A = (φ(0) - φ(d̄) + φ'(d̄) d̄) / d̄²`` (the worst case is d = 0), i.e.
+  ``A = (log(1 + u) - u/(1 + u)) / d̄²``, ``u = d̄/δ``. Written as
+  ``A d² + B d + const`` the linear coefficient ``B = φ'(d̄) - 2Ad̄`` is
+  negative and ``d ≥ ⟨zT, zT̄⟩ / d̄`` (Cauchy–Schwarz, as in SMACOF) makes it
+  linear in T.
+* Within-class term: ``log`` is concave (``log(Ψ + ε) ≤ const + Ψ/(Ψ̄ + ε)``)
+  and Huber is below its reweighted quadratic (``h = 1`` if d̄ ≤ c else
+  ``c/d̄``): weight ``h / (2(Ψ̄ + ε))`` on ``d²``.
+
+Summed over pairs the majorizer at the support point T̄ is
+``tr(Tᵀ Q T) - 2 tr(Tᵀ R) + const`` with ``Q = Zᵀ L_q Z`` (m × m) and
+``R = ½ Zᵀ L_g Z T̄`` from two weighted graph Laplacians (eq. 7). Each step
+minimises it on the sphere ``||T||_F = r``: with ``Q = V diag(λ) Vᵀ`` and
+``G = Vᵀ R``, ``T = V diag(1/(λ + μ)) G`` where μ ≥ -λ_min solves the
+secular equation ``Σ_i ||G_i||² / (λ_i + μ)² = r²`` (Hager 2001; the "hard
+case" is handled). F therefore never increases (checked at every step: a
+step that would raise F by round-off ends the iteration).
+
+Dimension (section 4): with ``n_components=None``, T is m × m and the number
+of kept directions is the number of singular values of T above
+``rank_tol × s_max``; ``T_ = U_k S_k`` (k left singular vectors scaled).
+
+Complexity per iteration: O(n² (k + m)) time for the pair sums plus
+O(n m² + m³) for the two m × m products and the eigendecomposition. Up to
+3000 points the pair weights go into two n × n matrices (each unordered pair
+computed once, rows r and n-1-r on the same thread) and a second kernel forms
+the Laplacian products; above, one row kernel recomputes each pair from both
+ends with O(n) memory per row. All Numba, ``prange`` over rows.
+``floor="auto"`` / ``early_stopping`` multiply the fit by about
+``cv × len(floor_grid)`` (15 runs by default). Small kernels run on one
+thread and LAPACK on one thread during the fit (see ``_threads_for`` and
+``_single_threaded_blas``): on a busy 2-core machine a 60 × 60 ``eigh`` next
+to spinning Numba threads took 100 ms instead of 2 ms.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numba
+import numpy as np
+
+from ._base import (
+    BaseEstimator,
+    ClassifierMixin,
+    Interval,
+    Options,
+    check_array,
+    check_labels,
+    numba_threads,
+)
+from ._jit import jit
+
+__all__ = ["DDA", "DDAClassifier"]
+
+#: δ of the between-class term, relative to the median between-class distance at the start.
+_BETWEEN_OFFSET = 1e-3
+#: Smallest floor actually used (relative to Ψ(median within distance)), so that ε = 0 never gives log 0.
+_MIN_FLOOR = 1e-12
+#: At most this many points are used to estimate the median distances at the start.
+_MEDIAN_SAMPLE = 1500
+#: Up to this many training points the pair weights are stored (two n × n matrices) and each
+#: unordered pair is computed once; above, the row kernel recomputes them (O(n) memory per row).
+_SYMMETRIC_MAX_N = 3000
+#: Below this many floating-point operations a kernel runs on one thread: on a busy
+#: machine waking the other threads costs milliseconds, more than the work itself.
+_SERIAL_WORK = 5e7
+
+
+def _threads_for(work: float):
+    """One Numba thread for small work, the caller's setting otherwise."""
+    return numba_threads(1) if work < _SERIAL_WORK else nullcontext()
+
+
+def _single_threaded_blas():
+    """Limit BLAS to one thread while DDA runs (if threadpoolctl is installed).
+
+    DDA's LAPACK calls are on m × m matrices; a threaded OpenBLAS spinning next
+    to Numba's threads made a 60 × 60 ``eigh`` 40 times slower on a busy machine.
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - optional
+        return nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+# ----------------------------------------------------------------------------- kernels
+@jit
+def _pairwise_distances(A, B):
+    """Euclidean distances between the rows of A (n × k) and of B (p × k), one row per thread."""
+    n, k = A.shape
+    p = B.shape[0]
+    out = np.empty((n, p))
+    for i in numba.prange(n):
+        for j in range(p):
+            s = 0.0
+            for a in range(k):
+                t = A[i, a] - B[j, a]
+                s += t * t
+            out[i, j] = math.sqrt(s)
+    return out
+
+
+@jit
+def _nearest_neighbour(A, B):
+    """Index of the nearest row of B for every row of A (first one on ties)."""
+    n, k = A.shape
+    p = B.shape[0]
+    out = np.empty(n, dtype=np.intp)
+    for i in numba.prange(n):
+        best = np.inf
+        arg = 0
+        for j in range(p):
+            s = 0.0
+            for a in range(k):
+                t = A[i, a] - B[j, a]
+                s += t * t
+            if s < best:
+                best = s
+                arg = j
+        out[i] = arg
+    return out
+
+
+@jit(parallel=False)
+def _pair_terms(d2, same, w, huber_c, floor, offset, log_offset):
+    """(criterion term, quadratic weight q, linear weight g) of one pair at squared distance d2."""
+    d = math.sqrt(d2)
+    if same:
+        if d <= huber_c:
+            psi = 0.5 * d2
+            h = 1.0
+        else:
+            psi = huber_c * d - 0.5 * huber_c * huber_c
+            h = huber_c / d
+        return w * math.log(psi + floor), w * h / (2.0 * (psi + floor)), 0.0
+    log_d = math.log(d + offset)
+    u = d / offset
+    if u < 0.05:
+        # series Σ_{k≥2} (-1)^k (k-1)/k u^(k-2) of (log(1+u) - u/(1+u)) / u², free of cancellation;
+        # cut after a positive term, so it errs (by < u⁹) on the safe, larger side
+        s = 9.0 / 10.0
+        for kk in range(9, 1, -1):
+            s = (kk - 1.0) / kk - u * s
+        curv = s / (offset * offset)
+    else:  # log(1 + u) = log(d + δ) - log δ: one logarithm per pair
+        curv = (log_d - log_offset - u / (1.0 + u)) / d2
+    curv *= 1.0 + 1e-10  # a hair more curvature keeps the bound valid under round-off (still touches)
+    g = 0.0
+    if d > 0.0:
+        slope = -1.0 / (d + offset) - 2.0 * curv * d  # B < 0
+        g = -w * slope / d
+    return -w * log_d, w * curv, g
+
+
+@jit
+def _pair_weights(Y, labels, within_weight, between_weight, huber_c, floor, offset, Wq, Wg, value_rows):
+    """Pair weights into symmetric n × n matrices, each unordered pair computed once.
+
+    Rows r and n-1-r go to the same iteration (r + (n-1-r) = n-1 pairs: balanced
+    threads); row i handles the pairs (i, j), j < i, and writes ``W[i, j]`` and
+    ``W[j, i]``, so every slot has one writer. ``value_rows[i]`` is the criterion
+    of the pairs (i, j < i).
+    """
+    n, k = Y.shape
+    log_offset = math.log(offset)
+    for r in numba.prange((n + 1) // 2):
+        for side in range(2):
+            i = np.int64(r) + side * (np.int64(n) - 1 - 2 * np.int64(r))  # r, then n-1-r
+            if side == 1 and i == r:
+                continue
+            li = labels[i]
+            yi = Y[i].copy()
+            value = 0.0
+            Wq[i, i] = 0.0
+            Wg[i, i] = 0.0
+            for j in range(i):
+                lj = labels[j]
+                if li == lj:
+                    w = within_weight[li]
+                else:
+                    w = between_weight[li] + between_weight[lj]
+                q = 0.0
+                g = 0.0
+                if w != 0.0:
+                    d2 = 0.0
+                    for a in range(k):
+                        t = yi[a] - Y[j, a]
+                        d2 += t * t
+                    term, q, g = _pair_terms(d2, li == lj, w, huber_c, floor, offset, log_offset)
+                    value += term
+                Wq[i, j] = q
+                Wq[j, i] = q
+                Wg[i, j] = g
+                Wg[j, i] = g
+            value_rows[i] = value
+
+
+@jit
+def _laplacian_products(Z, Y, Wq, Wg, LqZ, LgY):
+    """Rows of ``L_q Z`` and ``L_g Y`` for the weighted Laplacians ``L = diag(W 1) - W``."""
+    n, m = Z.shape
+    k = Y.shape[1]
+    for i in numba.prange(n):
+        acc_q = np.zeros(m)
+        acc_g = np.zeros(k)
+        q_sum = 0.0
+        g_sum = 0.0
+        for j in range(n):
+            q = Wq[i, j]
+            if q != 0.0:
+                q_sum += q
+                for a in range(m):
+                    acc_q[a] += q * Z[j, a]
+            g = Wg[i, j]
+            if g != 0.0:
+                g_sum += g
+                for a in range(k):
+                    acc_g[a] += g * Y[j, a]
+        for a in range(m):
+            LqZ[i, a] = q_sum * Z[i, a] - acc_q[a]
+        for a in range(k):
+            LgY[i, a] = g_sum * Y[i, a] - acc_g[a]
+
+
+@jit
+def _majorize_pairs(Z, Y, labels, within_weight, between_weight, huber_c, floor, offset, LqZ, LgY, value_rows):
+    """Criterion and majorizer pieces at the support point, one row of pairs per thread (no n × n memory).
+
+    ``Y = Z T̄``. For every ordered pair (i, j), j ≠ i, with ``d = ||Y_i - Y_j||``:
+
+    * same class c (weight ``w = within_weight[c]``): criterion ``w log(Ψ(d) + ε)``,
+      quadratic weight ``q = w h / (2(Ψ(d) + ε))``;
+    * different classes (``w = between_weight[c_i] + between_weight[c_j]``):
+      criterion ``-w log(d + δ)``, quadratic weight ``q = w A``, linear weight
+      ``g = -w B / d`` (see the module docstring).
+
+    Writes row i of ``L_q Z`` (n × m), of ``L_g Y`` (n × k) and half the criterion
+    of the pairs of row i (each unordered pair is visited twice). Used above
+    ``_SYMMETRIC_MAX_N`` points; below, :func:`_pair_weights` computes each pair once.
+    """
+    n, m = Z.shape
+    k = Y.shape[1]
+    log_offset = math.log(offset)
+    for i in numba.prange(n):
+        li = labels[i]
+        value = 0.0
+        yi = Y[i].copy()
+        q_row = np.zeros(n)  # local buffers: no aliasing with the inputs, so the loops vectorize
+        g_row = np.zeros(n)
+        for j in range(n):
+            if j == i:
+                continue
+            lj = labels[j]
+            w = within_weight[li] if li == lj else between_weight[li] + between_weight[lj]
+            if w == 0.0:
+                continue
+            d2 = 0.0
+            for a in range(k):
+                t = yi[a] - Y[j, a]
+                d2 += t * t
+            term, q_row[j], g_row[j] = _pair_terms(d2, li == lj, w, huber_c, floor, offset, log_offset)
+            value += term
+        acc_q = np.zeros(m)
+        acc_g = np.zeros(k)
+        q_sum = 0.0
+        g_sum = 0.0
+        for j in range(n):
+            q = q_row[j]
+            if q != 0.0:
+                q_sum += q
+                for a in range(m):
+                    acc_q[a] += q * Z[j, a]
+            g = g_row[j]
+            if g != 0.0:
+                g_sum += g
+                for a in range(k):
+                    acc_g[a] += g * Y[j, a]
+        for a in range(m):
+            LqZ[i, a] = q_sum * Z[i, a] - acc_q[a]
+        for a in range(k):
+            LgY[i, a] = g_sum * yi[a] - acc_g[a]
+        value_rows[i] = 0.5 * value
+
+
+def _majorize(Z, Y, labels, alpha, beta, huber_c, floor, offset, LqZ, LgY, rows, weights=None) -> float:
+    """F at T̄ (``Y = Z T̄``); fills ``L_q Z`` and ``L_g Y``. ``weights``: two n × n buffers, or None."""
+    if weights is None:
+        _majorize_pairs(Z, Y, labels, alpha, beta, huber_c, floor, offset, LqZ, LgY, rows)
+    else:
+        _pair_weights(Y, labels, alpha, beta, huber_c, floor, offset, weights[0], weights[1], rows)
+        _laplacian_products(Z, Y, weights[0], weights[1], LqZ, LgY)
+    return float(rows.sum())
+
+
+# ----------------------------------------------------------------- the sphere subproblem
+def sphere_minimizer(Q: np.ndarray, R: np.ndarray, radius: float, fallback: np.ndarray | None = None) -> np.ndarray:
+    """Minimise ``tr(Tᵀ Q T) - 2 tr(Tᵀ R)`` subject to ``||T||_F = radius`` (Q symmetric).
+
+    The minimiser satisfies ``(Q + μI) T = R`` with ``Q + μI ⪰ 0`` (Hager 2001).
+    With ``Q = V diag(λ) Vᵀ``, ``G = Vᵀ R`` and ``t = μ + λ_min ≥ 0``, the
+    secular equation ``Σ_i ||G_i||² / (λ_i - λ_min + t)² = radius²`` is solved
+    by safeguarded Newton on ``1/||T(t)|| - 1/radius`` (nearly linear in t).
+    In the hard case (G orthogonal to the bottom eigenspace and the rest too
+    short) ``t = 0`` and the missing length goes into the bottom eigenvector,
+    in the direction of ``fallback``'s component there when it has one.
+    """
+    Q = 0.5 * (Q + Q.T)
+    lam, V = np.linalg.eigh(Q)
+    G = V.T @ R
+    w = np.einsum("ij,ij->i", G, G)
+    gap = lam - lam[0]
+    scale = max(float(np.abs(lam).max()), 1e-300)
+    bottom = gap <= 1e-10 * scale
+    g_norm = math.sqrt(float(w.sum()))
+    r2 = radius * radius
+
+    def length2(t):
+        return float(np.sum(w / (gap + t) ** 2))
+
+    hard = bool(np.all(w[bottom] <= 1e-24 * max(float(w.max()), 1e-300)))
+    if hard:
+        rest = float(np.sum(w[~bottom] / gap[~bottom] ** 2)) if np.any(~bottom) else 0.0
+        if rest <= r2:
+            Tt = np.zeros_like(G)
+            Tt[~bottom] = G[~bottom] / gap[~bottom, None]
+            missing = math.sqrt(max(r2 - rest, 0.0))
+            direction = None
+            if fallback is not None:
+                direction = (V[:, 0] @ fallback).ravel()
+                if not np.linalg.norm(direction) > 0:
+                    direction = None
+            if direction is None:
+                direction = np.zeros(G.shape[1])
+                direction[0] = 1.0
+            Tt[0] = missing * direction / np.linalg.norm(direction)
+            return V @ Tt
+    lo, hi = 0.0, g_norm / radius  # length(lo) ≥ radius ≥ length(hi)
+    t = hi
+    for _ in range(200):
+        l2 = length2(t)
+        norm = math.sqrt(l2)
+        resid = 1.0 / norm - 1.0 / radius
+        if abs(norm - radius) <= 1e-13 * radius:
+            break
+        if resid < 0:
+            lo = t
+        else:
+            hi = t
+        # d(1/||T||)/dt = Σ w/(gap+t)³ / ||T||³
+        deriv = float(np.sum(w / (gap + t) ** 3)) / (norm * l2)
+        step = t - resid / deriv if deriv > 0 else 0.5 * (lo + hi)
+        t = step if lo < step < hi else 0.5 * (lo + hi)
+        if hi - lo <= 1e-15 * max(hi, 1e-300):
+            break
+    with np.errstate(divide="ignore", invalid="ignore"):
+        Tt = G / (gap + t)[:, None]
+    Tt[~np.isfinite(Tt)] = 0.0
+    return V @ Tt
+
+
+# ----------------------------------------------------------------------- the estimators
+def _class_weights(encoded: np.ndarray, n_classes: int, class_terms: str) -> tuple[np.ndarray, np.ndarray]:
+    """α_c = 1/#pairs within class c, β_c = 1/#pairs between c and the rest (0 for absent terms)."""
+    counts = np.bincount(encoded, minlength=n_classes).astype(np.float64)
+    n = counts.sum()
+    alpha = 2.0 / (counts * (counts - 1.0))
+    beta = 1.0 / (counts * (n - counts))
+    if class_terms == "paper":  # eq. 8: classes 1 .. K-1 against the rest
+        alpha[-1] = 0.0
+        beta[-1] = 0.0
+    return alpha, beta
+
+
+def _huber(d: np.ndarray, c: float) -> np.ndarray:
+    if not np.isfinite(c):
+        return 0.5 * d * d
+    return np.where(d <= c, 0.5 * d * d, c * d - 0.5 * c * c)
+
+
+def _stratified_folds(encoded: np.ndarray, n_folds: int, rng: np.random.Generator) -> np.ndarray:
+    """Fold number of every sample, each class spread evenly over the folds."""
+    fold = np.empty(encoded.shape[0], dtype=np.intp)
+    start = int(rng.integers(n_folds))
+    for c in np.unique(encoded):
+        idx = np.flatnonzero(encoded == c)
+        idx = idx[rng.permutation(idx.shape[0])]
+        fold[idx] = (np.arange(idx.shape[0]) + start) % n_folds
+        start = (start + idx.shape[0]) % n_folds
+    return fold
+
+
+@dataclass(kw_only=True, eq=False)
+class DDA(BaseEstimator):
+    """Distance-based discriminant analysis: a linear map for nearest-neighbour classification.
+
+    Parameters
+    ----------
+    n_components : int or None, default None
+        Columns of T. None: fit a full m × m T and keep the directions whose
+        singular values exceed ``rank_tol`` times the largest (section 4).
+    huber_c : float, "auto" or None, default "auto"
+        Huber constant c, in the distance units of the transformed space.
+        "auto": the median within-class distance at the start; None: no Huber
+        (pure quadratic).
+    length : float or "auto", default "auto"
+        The length constraint ``||T||_F = length``. "auto": the norm of the
+        orthonormal start, ``sqrt(k)``. ε and δ are measured at the start, so
+        with ``huber_c="auto"`` (or None) the length only scales T; with an
+        absolute ``huber_c`` it sets how many pairs reach Huber's linear part.
+    floor : float or "auto", default "auto"
+        Strength s of the collapse floor ``ε = s Ψ(median within-class distance
+        at the start)``. 0 is the paper's bare criterion (it collapses).
+        "auto": chosen in ``floor_grid`` by ``cv``-fold cross-validated 1-NN
+        error (see ``early_stopping``).
+    floor_grid : tuple of float, default (0.1, 0.3, 1.0, 3.0, 10.0)
+        Candidates for ``floor="auto"``.
+    cv : int, default 3
+        Folds of the inner cross-validation (``floor="auto"`` or ``early_stopping``).
+    class_terms : {"all", "paper"}, default "all"
+        "all": every class against the rest is a term of eq. 8; "paper": the
+        first K-1 classes only (eq. 8 as printed).
+    rank_tol : float, default 0.05
+        Relative singular-value threshold for ``n_components=None``.
+    early_stopping : bool, default True
+        Choose the number of IM steps (0 .. max_iter) by the inner
+        cross-validated 1-NN error, together with the floor. The criterion
+        keeps decreasing long after the 1-NN error stops improving (overfitting
+        of T, m² parameters); step 0 is the plain Euclidean start, so DDA can
+        decline to move when it does not help. False: iterate to ``tol``.
+    max_iter : int, default 30
+        Most iterative-majorization steps.
+    tol : float, default 1e-5
+        Stop when F decreases by less than ``tol * max(1, |F|)``.
+    n_jobs, verbose, random_state
+        See :class:`kfdnumba._base.BaseEstimator` (random_state drives the inner folds).
+
+    Attributes
+    ----------
+    T_ : ndarray (n_features_in_, n_components_)
+        The map: ``transform(X) = X @ T_``.
+    singular_values_ : ndarray
+        Singular values of the fitted T, descending.
+    n_components_ : int
+    criterion_history_ : ndarray
+        F at the start and after every step (never increasing).
+    n_iter_ : int
+    floor_ : float
+        The floor strength s used; ``epsilon_``, ``huber_c_``, ``length_``,
+        ``offset_`` the absolute ε, c, r and δ.
+    cv_errors_ : dict or None
+        Inner-CV 1-NN error rate after each step (array of max_iter + 1) for
+        every candidate floor; None without inner CV.
+    cv_steps_ : int or None
+        The number of steps the inner CV chose (``n_iter_`` can be smaller
+        when ``tol`` stops the final fit first).
+    classes_, n_features_in_
+    """
+
+    n_components: int | None = None
+    huber_c: float | str | None = "auto"
+    length: float | str = "auto"
+    floor: float | str = "auto"
+    floor_grid: tuple = (0.1, 0.3, 1.0, 3.0, 10.0)
+    cv: int = 3
+    class_terms: str = "all"
+    rank_tol: float = 0.05
+    early_stopping: bool = True
+    max_iter: int = 30
+    tol: float = 1e-5
+
+    _parameter_constraints: ClassVar[dict] = {
+        "n_components": [Options((None,)), Interval("int", 1, None)],
+        "huber_c": [Options(("auto", None)), Interval("real", 0, None, "neither")],
+        "length": [Options(("auto",)), Interval("real", 0, None, "neither")],
+        "floor": [Options(("auto",)), Interval("real", 0, None, "left")],
+        "cv": [Interval("int", 2, None)],
+        "class_terms": [Options(("all", "paper"))],
+        "rank_tol": [Interval("real", 0, 1, "neither")],
+        "early_stopping": [Options((True, False))],
+        "max_iter": [Interval("int", 1, None)],
+        "tol": [Interval("real", 0, None, "left")],
+    }
+
+    def _check_params(self) -> None:
+        grid = self.floor_grid
+        if isinstance(grid, (str, bytes)) or not hasattr(grid, "__len__") or len(grid) == 0:
+            raise ValueError(f"floor_grid must be a non-empty sequence of non-negative floats; got {grid!r}.")
+        for value in grid:
+            if not Interval("real", 0, None, "left").accepts(value):
+                raise ValueError(f"floor_grid must hold non-negative finite floats; got {value!r}.")
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
+
+        return Tags(
+            estimator_type=None,
+            target_tags=TargetTags(required=True),
+            transformer_tags=TransformerTags(preserves_dtype=["float64"]),
+            input_tags=InputTags(two_d_array=True, sparse=False, allow_nan=False),
+            requires_fit=True,
+        )
+
+    # ------------------------------------------------------------------------ fit
+    def fit(self, X, y):
+        """Learn T from X (n_samples, n_features) and class labels y."""
+        self._validate_params()
+        X = check_array(X)
+        classes, encoded = check_labels(y, X.shape[0], 2)
+        if self.n_components is not None and self.n_components > X.shape[1]:
+            raise ValueError(f"n_components={self.n_components} is larger than the number of features ({X.shape[1]}).")
+        self.classes_ = classes
+        self.n_features_in_ = X.shape[1]
+        rng = self._rng()
+        grid = [float(s) for s in self.floor_grid] if self.floor == "auto" else [float(self.floor)]
+        with numba_threads(self.n_jobs), _single_threaded_blas():
+            if len(grid) > 1 or self.early_stopping:
+                strength, n_steps, self.cv_errors_ = self._select(X, encoded, grid, rng)
+            else:
+                strength, n_steps, self.cv_errors_ = grid[0], self.max_iter, None
+            result = self._fit_im(X, encoded, classes.shape[0], strength, n_steps, rng)
+        self.cv_steps_ = n_steps if self.cv_errors_ is not None else None
+        self.floor_ = strength
+        for key, value in result.items():
+            setattr(self, key, value)
+        return self
+
+    def _select(self, X, encoded, grid, rng):
+        """Inner cross-validation of the 1-NN error over the floor grid and the number of steps.
+
+        One IM run per (fold, floor) gives the error after every step (0 = the
+        start), so choosing the number of steps costs nothing extra. Returns
+        (floor, steps, {floor: error per step}). Ties go to the largest floor
+        and, for it, the fewest steps.
+        """
+        n_folds = int(min(self.cv, np.bincount(encoded).min()))
+        if n_folds < 2:
+            self._log("inner CV impossible (a class has 1 sample per fold); using the middle floor, all steps")
+            return grid[len(grid) // 2], self.max_iter, None
+        folds = _stratified_folds(encoded, n_folds, rng)
+        errors = np.zeros((len(grid), self.max_iter + 1))
+        for f in range(n_folds):
+            train, test = folds != f, folds == f
+            present, sub_encoded = np.unique(encoded[train], return_inverse=True)
+            if present.shape[0] < 2 or np.bincount(sub_encoded).min() < 2:
+                continue
+            # the inner validation labels, in the codes of the inner training set (-1: class absent there)
+            lookup = np.full(encoded.max() + 1, -1, dtype=np.intp)
+            lookup[present] = np.arange(present.shape[0])
+            validation = (np.ascontiguousarray(X[test]), lookup[encoded[test]])
+            for g, s in enumerate(grid):
+                res = self._fit_im(
+                    X[train], sub_encoded.astype(np.intp), present.shape[0], s, self.max_iter, rng, validation
+                )
+                errors[g] += res["validation_errors"]
+        errors /= encoded.shape[0]
+        eligible = errors.copy()
+        if not self.early_stopping:  # choose the floor on the error after all the steps
+            eligible[:, :-1] = np.inf
+        best = eligible.min()
+        rows, cols = np.nonzero(eligible <= best + 1e-12)
+        g = int(rows.max())
+        steps = int(cols[rows == g].min())
+        table = {s: errors[i] for i, s in enumerate(grid)}
+        self._log(f"inner {n_folds}-fold CV: best 1-NN error {best:.4f} at floor {grid[g]:g}, {steps} steps")
+        return grid[g], steps, table
+
+    def _fit_im(self, X, encoded, n_classes, strength, n_steps, rng, validation=None) -> dict:
+        """Run iterative majorization for one floor strength, at most ``n_steps`` steps.
+
+        With ``validation = (X_val, codes_val)`` also return the 1-NN error count
+        on it after every step (``validation_errors``, length ``max_iter + 1``),
+        measured with the full T (the rank truncation drops only directions
+        below ``rank_tol``).
+        """
+        n, m = X.shape
+        k = m if self.n_components is None else int(self.n_components)
+        centre = X.mean(axis=0)
+        Z = np.ascontiguousarray(X - centre)
+        Z_val = None if validation is None else validation[0] - centre
+        labels = encoded.astype(np.int64)
+        alpha, beta = _class_weights(encoded, n_classes, self.class_terms)
+        # Start: identity for the full T, the top-k principal directions otherwise, scaled to ||T||_F = r.
+        if k == m:
+            T0 = np.eye(m)
+        else:
+            _, _, Vt = np.linalg.svd(Z, full_matrices=False)
+            T0 = np.eye(m)[:, :k] if Vt.shape[0] < k else np.ascontiguousarray(Vt[:k].T)
+        radius = math.sqrt(k) if self.length == "auto" else float(self.length)
+        T = T0 * (radius / math.sqrt(k))
+        within_med, between_med = self._median_distances(Z @ T, encoded, rng)
+        scale = max(within_med, between_med)
+        if not scale > 0:
+            raise ValueError("All training points coincide; DDA needs distinct points.")
+        if self.huber_c == "auto":
+            c = within_med if within_med > 0 else scale
+        elif self.huber_c is None:
+            c = np.inf
+        else:
+            c = float(self.huber_c)
+        ref = float(_huber(np.array([within_med if within_med > 0 else scale]), c)[0])
+        eps = max(strength, _MIN_FLOOR) * ref
+        offset = _BETWEEN_OFFSET * (between_med if between_med > 0 else scale)
+
+        LqZ = np.empty((n, m))
+        LgY = np.empty((n, k))
+        rows = np.empty(n)
+        weights = (np.empty((n, n)), np.empty((n, n))) if n <= _SYMMETRIC_MAX_N else None
+        history = []
+        val_errors = []
+        T_best = T
+        with _threads_for(float(n) * n * (m + 2 * k)):
+            for it in range(n_steps + 1):
+                Y = np.ascontiguousarray(Z @ T)
+                value = _majorize(Z, Y, labels, alpha, beta, c, eps, offset, LqZ, LgY, rows, weights)
+                if not np.isfinite(value):
+                    raise FloatingPointError("DDA criterion became non-finite; the data may be degenerate.")
+                if history and value > history[-1]:
+                    # majorization guarantees no rise; anything more is round-off: keep the previous T.
+                    self._log(f"step {it}: F rose by {value - history[-1]:.3g} (round-off); stopping")
+                    break
+                history.append(value)
+                T_best = T
+                if validation is not None:
+                    nn = _nearest_neighbour(np.ascontiguousarray(Z_val @ T), Y)
+                    val_errors.append(int(np.sum(encoded[nn] != validation[1])))
+                if it > 0:
+                    self._log(f"step {it}: F = {value:.6g}")
+                if len(history) > 1 and history[-2] - value <= self.tol * max(1.0, abs(value)):
+                    break
+                if it == n_steps:
+                    break
+                Q = Z.T @ LqZ
+                R = 0.5 * (Z.T @ LgY)
+                T = sphere_minimizer(Q, R, radius, fallback=T)
+                if not np.all(np.isfinite(T)):
+                    raise FloatingPointError("DDA produced a non-finite T; the data may be degenerate.")
+        T_out, S, n_comp = self._output_map(T_best)
+        result = {
+            "T_": T_out,
+            "singular_values_": S,
+            "n_components_": n_comp,
+            "criterion_history_": np.asarray(history),
+            "n_iter_": len(history) - 1,
+            "epsilon_": eps,
+            "huber_c_": c,
+            "length_": radius,
+            "offset_": offset,
+        }
+        if validation is not None:
+            pad = self.max_iter + 1 - len(val_errors)
+            result["validation_errors"] = np.asarray(val_errors + [val_errors[-1]] * pad, dtype=np.float64)
+        return result
+
+    def _output_map(self, T):
+        """(T_, singular values of T, n_components_): ``U_k S_k`` for n_components=None (section 4), else T."""
+        if self.n_components is not None:
+            return np.ascontiguousarray(T), np.linalg.svd(T, compute_uv=False), T.shape[1]
+        U, S, _ = np.linalg.svd(T, full_matrices=False)
+        n_comp = int(max(1, np.sum(S > self.rank_tol * S[0])))
+        return np.ascontiguousarray(U[:, :n_comp] * S[:n_comp]), S, n_comp
+
+    def _median_distances(self, Y, encoded, rng) -> tuple[float, float]:
+        """Median within-class and between-class distance of the rows of Y (on a sample if large)."""
+        n = Y.shape[0]
+        if n > _MEDIAN_SAMPLE:
+            idx = np.sort(rng.choice(n, _MEDIAN_SAMPLE, replace=False))
+            Y, encoded = Y[idx], encoded[idx]
+        with _threads_for(float(Y.shape[0]) ** 2 * Y.shape[1]):
+            D = _pairwise_distances(np.ascontiguousarray(Y), np.ascontiguousarray(Y))
+        upper = np.triu(np.ones(D.shape, dtype=bool), 1)
+        same = encoded[:, None] == encoded[None, :]
+        within = D[upper & same]
+        between = D[upper & ~same]
+        within_med = float(np.median(within)) if within.size else 0.0
+        between_med = float(np.median(between)) if between.size else 0.0
+        return within_med, between_med
+
+    # ------------------------------------------------------------------ transform
+    _fitted_attribute: ClassVar[str] = "T_"
+
+    def transform(self, X) -> np.ndarray:
+        """Map X into the discriminant space: ``X @ T_`` (n_samples, n_components_)."""
+        self._check_is_fitted()
+        X = check_array(X, n_features=self.n_features_in_, owner=type(self).__name__)
+        return X @ self.T_
+
+    def fit_transform(self, X, y) -> np.ndarray:
+        """Fit, then transform the training set."""
+        return self.fit(X, y).transform(X)
+
+
+@dataclass(kw_only=True, eq=False)
+class DDAClassifier(ClassifierMixin, DDA):
+    """DDA followed by the 1-nearest-neighbour rule in the transformed space.
+
+    Same parameters as :class:`DDA`. Extra fitted attributes: ``embedding_``
+    (the transformed training set) and ``classes_``.
+    """
+
+    def fit(self, X, y):
+        """Learn T, then store the transformed training set for 1-NN."""
+        super().fit(X, y)
+        X = check_array(X)
+        self.embedding_ = np.ascontiguousarray(X @ self.T_)
+        self._train_codes = check_labels(y, X.shape[0], 2)[1]
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        """Label of the nearest training point in the transformed space."""
+        Y = np.ascontiguousarray(self.transform(X))
+        with numba_threads(self.n_jobs), _threads_for(float(Y.shape[0]) * self.embedding_.shape[0] * Y.shape[1]):
+            nn = _nearest_neighbour(Y, self.embedding_)
+        return self.classes_[self._train_codes[nn]]

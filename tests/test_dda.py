@@ -1,0 +1,336 @@
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from naive_dda import (  # noqa: E402
+    between_curvature,
+    brute_force_sphere,
+    naive_criterion,
+    naive_majorizer,
+    naive_majorizer_matrices,
+    naive_nearest_neighbour,
+    naive_pairwise_distances,
+)
+
+from kfdnumba import dda  # noqa: E402
+from kfdnumba.dda import DDA, DDAClassifier, _class_weights, sphere_minimizer  # noqa: E402
+
+
+def blobs(rng, n_per_class=(20, 25), d=5, shift=2.0):
+    X = np.vstack([rng.standard_normal((n, d)) + shift * c * np.eye(d)[0] for c, n in enumerate(n_per_class)])
+    y = np.concatenate([np.full(n, c) for c, n in enumerate(n_per_class)])
+    return X, y
+
+
+def pieces(rng, n_per_class, d, k, c=1.5, eps=0.05, offset=0.01, class_terms="all"):
+    X, y = blobs(rng, n_per_class, d)
+    Z = np.ascontiguousarray(X - X.mean(axis=0))
+    alpha, beta = _class_weights(y, len(n_per_class), class_terms)
+    Tbar = rng.standard_normal((d, k))
+    return Z, y.astype(np.int64), alpha, beta, Tbar, (c, eps, offset)
+
+
+def kernel_pieces(Z, labels, alpha, beta, Tbar, c, eps, offset, symmetric=True):
+    """F(T̄), Q and C T̄ from the symmetric (n × n weights) or the row kernel."""
+    n, m = Z.shape
+    k = Tbar.shape[1]
+    LqZ, LgY, rows = np.empty((n, m)), np.empty((n, k)), np.empty(n)
+    Y = np.ascontiguousarray(Z @ Tbar)
+    weights = (np.empty((n, n)), np.empty((n, n))) if symmetric else None
+    value = dda._majorize(Z, Y, labels, alpha, beta, c, eps, offset, LqZ, LgY, rows, weights)
+    return value, Z.T @ LqZ, Z.T @ LgY
+
+
+# ------------------------------------------------------------------- kernels vs twins
+def test_pairwise_distances_and_nearest_neighbour_match_numpy():
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((17, 4)), rng.standard_normal((23, 4))
+    np.testing.assert_allclose(dda._pairwise_distances(A, B), naive_pairwise_distances(A, B), rtol=1e-12)
+    np.testing.assert_array_equal(dda._nearest_neighbour(A, B), naive_nearest_neighbour(A, B))
+    B2 = np.vstack([B, B[:5]])  # exact ties: the first index wins, as argmin
+    np.testing.assert_array_equal(dda._nearest_neighbour(B2, B2), naive_nearest_neighbour(B2, B2))
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize(
+    "n_per_class, c, class_terms",
+    [((9, 12), 1.5, "all"), ((9, 12), np.inf, "all"), ((6, 8, 7), 0.8, "all"), ((6, 8, 7), 1.5, "paper")],
+)
+def test_majorize_pairs_matches_naive(n_per_class, c, class_terms, symmetric):
+    rng = np.random.default_rng(1)
+    Z, labels, alpha, beta, Tbar, (_, eps, offset) = pieces(rng, n_per_class, 4, 3, c=c, class_terms=class_terms)
+    value, Q, CT = kernel_pieces(Z, labels, alpha, beta, Tbar, c, eps, offset, symmetric)
+    Qn, Cn = naive_majorizer_matrices(Z, Tbar, labels, alpha, beta, c, eps, offset)
+    assert value == pytest.approx(naive_criterion(Z @ Tbar, labels, alpha, beta, c, eps, offset), rel=1e-11)
+    np.testing.assert_allclose(Q, Qn, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(CT, Cn @ Tbar, rtol=1e-9, atol=1e-12)
+
+
+def test_majorizer_touches_at_support_point_and_lies_above():
+    rng = np.random.default_rng(2)
+    Z, labels, alpha, beta, Tbar, (c, eps, offset) = pieces(rng, (8, 10, 7), 4, 4, c=1.0)
+    value, Q, CT = kernel_pieces(Z, labels, alpha, beta, Tbar, c, eps, offset)
+    R = 0.5 * CT
+
+    def matrix_form(T):  # tr(TᵀQT) - 2tr(TᵀR) + const, const fixed by touching at T̄
+        return value + np.sum(T * (Q @ T)) - 2 * np.sum(T * R) - np.sum(Tbar * (Q @ Tbar)) + 2 * np.sum(Tbar * R)
+
+    assert matrix_form(Tbar) == pytest.approx(value, rel=1e-12)
+    assert naive_majorizer(Z, Tbar, Tbar, labels, alpha, beta, c, eps, offset) == pytest.approx(value, rel=1e-10)
+    for trial in range(40):
+        scale = [1e-3, 0.1, 1.0, 3.0][trial % 4]
+        T = Tbar + scale * rng.standard_normal(Tbar.shape) if trial % 2 else scale * rng.standard_normal(Tbar.shape)
+        F = naive_criterion(Z @ T, labels, alpha, beta, c, eps, offset)
+        M = matrix_form(T)
+        assert M == pytest.approx(naive_majorizer(Z, T, Tbar, labels, alpha, beta, c, eps, offset), rel=1e-9)
+        assert M >= F - 1e-10 * max(1.0, abs(F))
+
+
+@pytest.mark.parametrize("dbar", [0.0, 1e-7, 2e-5, 3e-4, 4.9e-4, 5.1e-4, 0.003, 0.5, 1.0, 40.0])
+def test_between_bound_is_the_sharp_quadratic_on_nonnegative_distances(dbar):
+    offset = 0.01
+    # the kernel's curvature (series branch for small d̄/δ) against the closed form in extended precision
+    A = dda._pair_terms(dbar**2, False, 1.0, 1.0, 1.0, offset, np.log(offset))[1]
+    assert A == pytest.approx(between_curvature(dbar, offset), rel=1e-9)
+    if dbar > 0:
+        Z = np.array([[0.0], [dbar]])
+        LqZ, LgY, rows = np.empty((2, 1)), np.empty((2, 1)), np.empty(2)
+        alpha, beta = np.zeros(2), np.array([0.5, 0.5])
+        dda._majorize_pairs(Z, Z.copy(), np.array([0, 1]), alpha, beta, 1.0, 1.0, offset, LqZ, LgY, rows)
+        assert (Z.T @ LqZ)[0, 0] / dbar**2 == pytest.approx(A, rel=1e-9)
+    slope = -1 / (dbar + offset)
+    x = np.concatenate([np.linspace(0, 3 * dbar + 1, 4001), np.geomspace(1e-9, 1e3, 500)])
+    bound = -np.log(dbar + offset) + slope * (x - dbar) + A * (x - dbar) ** 2
+    assert np.all(bound >= -np.log(x + offset) - 1e-9)
+    # sharp: at d = 0 the bound touches (no smaller curvature works)
+    assert bound[0] == pytest.approx(-np.log(offset), abs=1e-6)
+
+
+# -------------------------------------------------------------------- sphere subproblem
+def sphere_objective(Q, R, T):
+    return float(np.sum(T * (Q @ T)) - 2 * np.sum(T * R))
+
+
+@pytest.mark.parametrize("shape", [(2, 1), (3, 1), (2, 2)])
+def test_sphere_minimizer_matches_brute_force(shape):
+    rng = np.random.default_rng(3)
+    for trial in range(3):
+        A = rng.standard_normal((shape[0], shape[0]))
+        Q = A @ A.T if trial != 2 else A + A.T  # PSD, then indefinite
+        R = rng.standard_normal(shape)
+        radius = [0.3, 1.0, 3.0][trial]
+        T = sphere_minimizer(Q, R, radius)
+        assert np.linalg.norm(T) == pytest.approx(radius, rel=1e-10)
+        best, _ = brute_force_sphere(Q, R, radius, rng, n_samples=3000)
+        assert sphere_objective(Q, R, T) <= best + 1e-8 * max(1.0, abs(best))
+
+
+def test_sphere_minimizer_angle_grid_two_dimensions():
+    rng = np.random.default_rng(4)
+    theta = np.linspace(0, 2 * np.pi, 200001)
+    for _ in range(5):
+        A = rng.standard_normal((2, 2))
+        Q, R, radius = A @ A.T, rng.standard_normal((2, 1)), rng.uniform(0.2, 3)
+        T = sphere_minimizer(Q, R, radius)
+        P = radius * np.vstack([np.cos(theta), np.sin(theta)])
+        grid = np.einsum("it,ij,jt->t", P, Q, P) - 2 * (R[:, 0] @ P)
+        assert sphere_objective(Q, R, T) <= grid.min() + 1e-9
+
+
+def test_sphere_minimizer_hard_case_and_kkt():
+    Q = np.diag([1.0, 2.0, 5.0])
+    R = np.array([[0.0], [0.3], [0.5]])  # orthogonal to the bottom eigenvector
+    for radius in [0.05, 2.0]:  # easy case, then the hard case (the rest is shorter than the radius)
+        T = sphere_minimizer(Q, R, radius, fallback=np.ones((3, 1)))
+        assert np.linalg.norm(T) == pytest.approx(radius, rel=1e-10)
+        mu = np.median(((R - Q @ T) / np.where(np.abs(T) > 1e-12, T, np.nan))[np.abs(T) > 1e-12])
+        np.testing.assert_allclose((Q + mu * np.eye(3)) @ T, R, atol=1e-8)
+        assert np.linalg.eigvalsh(Q + mu * np.eye(3)).min() >= -1e-8
+    assert abs(T[0, 0]) > 1.0  # the missing length went into the bottom eigenvector
+    # R = 0: the minimiser is the bottom eigenvector scaled to the radius (rank one, never zero)
+    T = sphere_minimizer(Q, np.zeros((3, 2)), 1.5)
+    assert np.linalg.norm(T) == pytest.approx(1.5) and np.linalg.norm(T[0]) == pytest.approx(1.5)
+
+
+# ---------------------------------------------------------------------------- the fit
+@pytest.mark.parametrize("n_per_class", [(25, 30), (15, 20, 18)])
+@pytest.mark.parametrize("floor", [0.0, 0.3])
+def test_criterion_never_rises_and_length_is_kept(n_per_class, floor):
+    rng = np.random.default_rng(5)
+    X, y = blobs(rng, n_per_class, 6, shift=1.0)
+    model = DDA(floor=floor, early_stopping=False, max_iter=25, tol=0.0, n_components=6).fit(X, y)
+    h = model.criterion_history_
+    assert np.all(np.isfinite(h)) and h.shape[0] >= 5
+    assert np.all(np.diff(h) <= 1e-12 * np.abs(h[:-1]).max())
+    assert h[-1] < h[0]
+    assert np.linalg.norm(model.T_) == pytest.approx(model.length_, rel=1e-8)  # never rank 0
+
+
+def test_transform_of_training_set_matches_criterion_distances():
+    rng = np.random.default_rng(6)
+    X, y = blobs(rng, (15, 18, 12), 5)
+    model = DDA(n_components=3, floor=0.5, early_stopping=False, max_iter=10).fit(X, y)
+    Y = model.transform(X)
+    assert Y.shape == (45, 3)
+    alpha, beta = _class_weights(y, 3, "all")
+    F = naive_criterion(Y, y, alpha, beta, model.huber_c_, model.epsilon_, model.offset_)
+    assert F == pytest.approx(model.criterion_history_[-1], rel=1e-10)
+    np.testing.assert_allclose(dda._pairwise_distances(Y, Y), naive_pairwise_distances(X @ model.T_, X @ model.T_))
+
+
+def test_n_components_follows_singular_values():
+    rng = np.random.default_rng(7)
+    X, y = blobs(rng, (30, 30), 6, shift=3.0)
+    for rank_tol in [1e-12, 0.05, 0.5]:
+        model = DDA(floor=0.3, early_stopping=False, max_iter=15, rank_tol=rank_tol).fit(X, y)
+        s = model.singular_values_
+        assert s.shape == (6,) and np.all(np.diff(s) <= 0)
+        k = int(np.sum(s > rank_tol * s[0]))
+        assert model.n_components_ == max(k, 1) == model.T_.shape[1]
+        # T_ = U_k S_k: its Gram matrix has the kept squared singular values
+        np.testing.assert_allclose(np.linalg.svd(model.T_, compute_uv=False), s[:k], rtol=1e-10)
+    assert DDA(floor=0.3, early_stopping=False, max_iter=15, rank_tol=1e-12).fit(X, y).n_components_ == 6
+    # one informative direction out of six: the collapse-prone criterion keeps few directions
+    assert model.n_components_ < 6
+
+
+def test_fixed_n_components_and_pca_start():
+    rng = np.random.default_rng(8)
+    X, y = blobs(rng, (20, 20), 6)
+    model = DDA(n_components=2, floor=1.0, early_stopping=False, max_iter=5).fit(X, y)
+    assert model.T_.shape == (6, 2) and model.n_components_ == 2
+    assert model.singular_values_.shape == (2,)
+    assert model.fit_transform(X, y).shape == (40, 2)
+
+
+def test_auto_floor_and_early_stopping_choose_from_inner_cv():
+    rng = np.random.default_rng(9)
+    X, y = blobs(rng, (20, 24), 4)
+    model = DDA(floor_grid=(0.3, 3.0), max_iter=6, random_state=0).fit(X, y)
+    assert model.floor_ in (0.3, 3.0)
+    assert set(model.cv_errors_) == {0.3, 3.0}
+    assert all(v.shape == (7,) for v in model.cv_errors_.values())
+    best = min(v.min() for v in model.cv_errors_.values())
+    assert model.cv_errors_[model.floor_][model.cv_steps_] == pytest.approx(best)
+    assert model.n_iter_ <= model.cv_steps_
+    no_es = DDA(floor_grid=(0.3, 3.0), max_iter=6, early_stopping=False, random_state=0).fit(X, y)
+    assert no_es.cv_steps_ == 6
+    assert no_es.cv_errors_[no_es.floor_][-1] == pytest.approx(min(v[-1] for v in no_es.cv_errors_.values()))
+    again = DDA(floor_grid=(0.3, 3.0), max_iter=6, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(model.T_, again.T_)
+    fixed = DDA(floor=0.3, early_stopping=False, max_iter=3).fit(X, y)
+    assert fixed.cv_errors_ is None and fixed.floor_ == 0.3
+
+
+@pytest.mark.parametrize("symmetric_max_n", [3000, 0])  # pair weights stored / row kernel
+def test_same_result_with_one_and_two_threads(monkeypatch, symmetric_max_n):
+    monkeypatch.setattr(dda, "_SERIAL_WORK", 0.0)  # force the parallel kernels on small data
+    monkeypatch.setattr(dda, "_SYMMETRIC_MAX_N", symmetric_max_n)
+    rng = np.random.default_rng(10)
+    X, y = blobs(rng, (20, 25, 15), 5)
+    a = DDAClassifier(floor=0.5, early_stopping=False, max_iter=8, n_jobs=1).fit(X, y)
+    b = DDAClassifier(floor=0.5, early_stopping=False, max_iter=8, n_jobs=2).fit(X, y)
+    np.testing.assert_array_equal(a.T_, b.T_)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    assert np.all(np.diff(a.criterion_history_) <= 0)
+    if symmetric_max_n == 0:  # both paths give the same fit up to round-off
+        monkeypatch.setattr(dda, "_SYMMETRIC_MAX_N", 3000)
+        c = DDAClassifier(floor=0.5, early_stopping=False, max_iter=8).fit(X, y)
+        np.testing.assert_allclose(c.T_, a.T_, rtol=1e-8, atol=1e-10)
+
+
+def test_degenerate_data_gives_no_nan():
+    rng = np.random.default_rng(11)
+    X, y = blobs(rng, (15, 15), 4)
+    X = np.vstack([X, X[:10]])  # exact duplicates within a class
+    y = np.concatenate([y, y[:10]])
+    X[:, 2] = 1.0  # a constant feature
+    for floor in [0.0, 1.0]:
+        model = DDA(floor=floor, early_stopping=False, max_iter=20).fit(X, y)
+        assert np.all(np.isfinite(model.T_)) and np.all(np.isfinite(model.criterion_history_))
+        assert model.n_components_ >= 1
+    with pytest.raises(ValueError, match="coincide"):
+        DDA(floor=1.0, early_stopping=False).fit(np.ones((6, 2)), [0, 0, 0, 1, 1, 1])
+
+
+# -------------------------------------------------------------------------- classifier
+def test_classifier_beats_euclidean_1nn_with_noise_features():
+    rng = np.random.default_rng(12)
+    n = 120
+    y = rng.integers(0, 3, n)
+    X = np.column_stack([y + 0.3 * rng.standard_normal(n), 4 * rng.standard_normal((n, 5))])
+    Xt_y = rng.integers(0, 3, 200)
+    Xt = np.column_stack([Xt_y + 0.3 * rng.standard_normal(200), 4 * rng.standard_normal((200, 5))])
+    labels = np.array(["a", "b", "c"])
+    clf = DDAClassifier(floor=0.1, early_stopping=False, max_iter=30).fit(X, labels[y])
+    plain = np.mean(y[naive_nearest_neighbour(Xt, X)] == Xt_y)
+    acc = clf.score(Xt, labels[Xt_y])
+    assert acc > plain + 0.2 and acc > 0.8
+    assert set(clf.predict(Xt)) <= set(labels) and list(clf.classes_) == ["a", "b", "c"]
+    assert clf.score(Xt, labels[Xt_y], sample_weight=np.ones(200)) == pytest.approx(acc)
+
+
+def test_sklearn_pipeline_and_clone():
+    sklearn = pytest.importorskip("sklearn")  # noqa: F841
+    from sklearn.base import clone, is_classifier
+    from sklearn.model_selection import cross_val_score
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(13)
+    X, y = blobs(rng, (20, 20), 4)
+    pipe = make_pipeline(StandardScaler(), DDA(floor=1.0, early_stopping=False, max_iter=5), KNeighborsClassifier(1))
+    assert cross_val_score(pipe, X, y, cv=3).mean() > 0.7
+    est = clone(DDAClassifier(floor=2.0, max_iter=4))
+    assert est.get_params()["floor"] == 2.0 and is_classifier(est)
+    assert not is_classifier(DDA())
+
+
+# -------------------------------------------------------------------------- parameters
+@pytest.mark.parametrize(
+    "params, error, match",
+    [
+        ({"n_components": 0}, ValueError, "n_components"),
+        ({"n_components": 2.5}, ValueError, "n_components"),
+        ({"huber_c": -1.0}, ValueError, "huber_c"),
+        ({"huber_c": "big"}, ValueError, "huber_c"),
+        ({"length": 0.0}, ValueError, "length"),
+        ({"floor": -0.1}, ValueError, "floor"),
+        ({"floor": float("nan")}, ValueError, "floor"),
+        ({"floor_grid": ()}, ValueError, "floor_grid"),
+        ({"floor_grid": (1.0, -2.0)}, ValueError, "floor_grid"),
+        ({"cv": 1}, ValueError, "cv"),
+        ({"class_terms": "some"}, ValueError, "class_terms"),
+        ({"rank_tol": 1.0}, ValueError, "rank_tol"),
+        ({"early_stopping": "yes"}, ValueError, "early_stopping"),
+        ({"max_iter": 0}, ValueError, "max_iter"),
+        ({"tol": -1.0}, ValueError, "tol"),
+        ({"n_jobs": 0}, ValueError, "n_jobs"),
+    ],
+)
+def test_parameter_errors(params, error, match):
+    X, y = blobs(np.random.default_rng(14), (6, 6), 3)
+    with pytest.raises(error, match=match):
+        DDA(**params).fit(X, y)
+
+
+def test_data_errors():
+    X, y = blobs(np.random.default_rng(15), (6, 6), 3)
+    with pytest.raises(ValueError, match="larger than the number of features"):
+        DDA(n_components=4).fit(X, y)
+    with pytest.raises(ValueError, match="not fitted"):
+        DDA().transform(X)
+    with pytest.raises(ValueError, match="not fitted"):
+        DDAClassifier().predict(X)
+    with pytest.raises(ValueError, match="only 1 class"):
+        DDA().fit(X, np.zeros(12))
+    with pytest.raises(ValueError, match="NaN"):
+        DDA().fit(np.full((12, 3), np.nan), y)
+    model = DDA(floor=1.0, early_stopping=False, max_iter=2).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        model.transform(X[:, :2])
