@@ -11,12 +11,14 @@ from .datasets import load_banana, load_ida
 from .full_kfd import KFD
 from .reformative_kfd import ReformativeKFD
 from .dda import DDA, DDAClassifier
+from .lq_kfd import LqKFD
 
 __all__ = [
     "KFD",
     "ReformativeKFD",
     "DDA",
     "DDAClassifier",
+    "LqKFD",
     "NotFittedError",
     "load_banana",
     "load_ida",

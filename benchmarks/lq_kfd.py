@@ -1,0 +1,204 @@
+"""kFDA_q (LqKFD) benchmarks: IDA accuracy beside the paper and KFD, and fit speed.
+
+Accuracy: the harness protocol of ``benchmarks/ida.py`` (5-fold CV on the first
+5 realisations, median parameters, test error on 10 realisations) for q = 1 and
+q = 0.5, once selecting for the lowest CV error and once for the fewest
+retained samples, next to ``KFD`` on the same splits and Harrison & Pasupa's
+Table 1 (100 realisations there). The two selections share every CV fit (the
+same folds), so fits are cached between them.
+
+Speed: Banana (ℓ = 400) fit warm with the demo parameters, a fit on ℓ = 2000
+points of the Banana pool, iterations and active-set size over time.
+
+Usage::
+
+    python benchmarks/lq_kfd.py --part accuracy --datasets heart banana --json lq.json
+    python benchmarks/lq_kfd.py --part speed
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+for path in (ROOT, ROOT / "benchmarks"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from ida import evaluate, format_table  # noqa: E402
+
+from kfdnumba import KFD, LqKFD, load_banana  # noqa: E402
+from kfdnumba.datasets import default_data_dir, load_ida  # noqa: E402
+
+#: Table 1 of the paper: (dataset, q, selection) -> (test error %, retained %).
+PAPER = {
+    ("banana", 1.0, "error"): (9.8, 15.3),
+    ("banana", 1.0, "sparsity"): (12.8, 10.5),
+    ("banana", 0.5, "error"): (9.6, 4.5),
+    ("banana", 0.5, "sparsity"): (9.6, 4.5),
+    ("breast_cancer", 1.0, "error"): (21.3, 12.5),
+    ("breast_cancer", 1.0, "sparsity"): (22.8, 6.5),
+    ("breast_cancer", 0.5, "error"): (20.5, 3.5),
+    ("breast_cancer", 0.5, "sparsity"): (25.4, 1.0),
+    ("german", 1.0, "error"): (21.0, 9.4),
+    ("german", 1.0, "sparsity"): (23.5, 2.7),
+    ("german", 0.5, "error"): (23.5, 1.1),
+    ("german", 0.5, "sparsity"): (23.5, 1.1),
+    ("heart", 1.0, "error"): (14.6, 10.6),
+    ("heart", 1.0, "sparsity"): (14.6, 10.6),
+    ("heart", 0.5, "error"): (14.8, 2.4),
+    ("heart", 0.5, "sparsity"): (16.0, 1.8),
+}
+
+
+class CachedLqKFD(LqKFD):
+    """LqKFD whose fits are memoised on (parameters, data), so both selections share the CV."""
+
+    _cache: dict = {}
+
+    def fit(self, X, y):
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        y = np.asarray(y)
+        digest = hashlib.sha1(X.tobytes() + y.tobytes()).hexdigest()
+        key = (tuple(sorted((k, repr(v)) for k, v in self.get_params().items())), digest)
+        hit = self._cache.get(key)
+        if hit is None:
+            super().fit(X, y)
+            self._cache[key] = {k: v for k, v in self.__dict__.items() if k.endswith("_")}
+        else:
+            self.__dict__.update(hit)
+        return self
+
+
+def run_accuracy(datasets, qs, selects, data_dir, json_path=None) -> list[dict]:
+    results = []
+    for dataset in datasets:
+        CachedLqKFD._cache.clear()
+        t = time.perf_counter()
+        kfd_grid = {**KFD.search_grid, "sigma": LqKFD.search_grid["sigma"]}  # the same σ range
+        kfd = evaluate(KFD, dataset, data_dir, grid=kfd_grid)
+        print(f"{dataset}: KFD done in {time.perf_counter() - t:.0f} s", flush=True)
+        results.append(kfd)
+        for q in qs:
+            for select in selects:
+                t = time.perf_counter()
+                res = evaluate(CachedLqKFD, dataset, data_dir, fixed={"q": q}, select=select)
+                res["method"] = f"LqKFD q={q:g}"
+                paper = PAPER.get((dataset, q, select))
+                res["paper_error"], res["paper_retained_pct"] = paper if paper else (None, None)
+                res["kfd_error"] = kfd["error_mean"]
+                results.append(res)
+                print(
+                    f"{dataset} q={q:g} select={select}: error {res['error_mean']:.2f} ± {res['error_std']:.2f} % "
+                    f"(KFD {kfd['error_mean']:.2f}, paper {res['paper_error']}), retained "
+                    f"{res['retained_pct']:.1f} % (paper {res['paper_retained_pct']}), params {res['params']}, "
+                    f"{time.perf_counter() - t:.0f} s",
+                    flush=True,
+                )
+                if json_path:
+                    Path(json_path).write_text(json.dumps(results, indent=2))
+    print(format_table(results))
+    print()
+    print(
+        f"{'dataset':<14}{'q':>4} {'select':<9}{'error %':>8}{'KFD %':>7}{'paper %':>8}{'retained %':>11}{'paper %':>8}"
+    )
+    for r in results:
+        if r.get("paper_error") is None:
+            continue
+        print(
+            f"{r['dataset']:<14}{r['fixed']['q']:>4g} {r['select']:<9}{r['error_mean']:>8.2f}{r['kfd_error']:>7.2f}"
+            f"{r['paper_error']:>8.1f}{r['retained_pct']:>11.1f}{r['paper_retained_pct']:>8.1f}"
+        )
+    return results
+
+
+def _timed_fits(model, X, y, repeats, warm=True):
+    if warm:
+        model.fit(X, y)  # warm-up: compilation and caches
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        model.fit(X, y)
+        times.append(time.perf_counter() - t)
+    return np.array(times)
+
+
+def _trace(model, points=(0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)):
+    sizes, elapsed = model.active_history_, model.elapsed_history_
+    rows = [i for i in points if i < sizes.shape[0]] + [sizes.shape[0] - 1]
+    return ", ".join(f"it {i + 1}: m={sizes[i]} @ {1e3 * elapsed[i]:.0f} ms" for i in sorted(set(rows)))
+
+
+def run_speed(repeats: int = 7) -> dict:
+    out = {}
+    X, y, Xt, yt = load_banana(1)
+    for q in (1.0, 0.5):
+        params = {**LqKFD.demo_params, "q": q}
+        model = LqKFD(**params)
+        times = _timed_fits(model, X, y, repeats)
+        t = time.perf_counter()
+        model.predict(Xt)
+        predict = time.perf_counter() - t
+        err = 100.0 * np.mean(model.predict(Xt) != yt)
+        print(
+            f"Banana ℓ=400, {params}: fit warm median {1e3 * np.median(times):.1f} ms "
+            f"(min {1e3 * times.min():.1f}), predict 4900 {1e3 * predict:.1f} ms, {model.n_iter_} iterations, "
+            f"{model.n_retained_} retained, test error {err:.2f} %",
+            flush=True,
+        )
+        print(f"  active set over time: {_trace(model)}")
+        out[f"banana_q{q:g}"] = {
+            "fit_median_s": float(np.median(times)),
+            "fit_min_s": float(times.min()),
+            "n_iter": int(model.n_iter_),
+            "retained": int(model.n_retained_),
+            "error": err,
+        }
+    data = load_ida("banana")
+    rng = np.random.default_rng(0)
+    idx = rng.choice(data.X.shape[0], size=2000, replace=False)
+    X2, y2 = data.X[idx], data.y[idx].astype(np.int64)
+    for q in (1.0, 0.5):
+        model = LqKFD(**{**LqKFD.demo_params, "q": q})
+        times = _timed_fits(model, X2, y2, 1, warm=False)  # compiled by the Banana runs
+        print(
+            f"Banana pool ℓ=2000, q={q:g}: fit median {np.median(times):.2f} s (min {times.min():.2f}), "
+            f"{model.n_iter_} iterations, {model.n_retained_} retained",
+            flush=True,
+        )
+        print(f"  active set over time: {_trace(model)}")
+        out[f"l2000_q{q:g}"] = {
+            "fit_median_s": float(np.median(times)),
+            "fit_min_s": float(times.min()),
+            "n_iter": int(model.n_iter_),
+            "retained": int(model.n_retained_),
+        }
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--part", choices=["accuracy", "speed", "all"], default="all")
+    parser.add_argument("--datasets", nargs="+", default=["heart", "breast_cancer", "banana", "german"])
+    parser.add_argument("--qs", nargs="+", type=float, default=[1.0, 0.5])
+    parser.add_argument("--selects", nargs="+", choices=["error", "sparsity"], default=["error", "sparsity"])
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    if args.part in ("speed", "all"):
+        run_speed()
+    if args.part in ("accuracy", "all"):
+        data_dir = args.data_dir or default_data_dir()
+        run_accuracy(args.datasets, args.qs, args.selects, data_dir, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""Slow, obviously-right NumPy twins of the kFDA_q (LqKFD) kernels and iteration.
+
+Everything here works on full-size (ℓ+1) vectors ω = [b; α] and the full
+matrix G = K̃ᵀK̃, exactly as eq. (5) and eq. (8) of Harrison & Pasupa (2010) are
+written, with no active set.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def naive_targets(y):
+    """ŷ (ℓ/ℓ₊ on +, -ℓ/ℓ₋ on -) and the midpoint threshold ½ℓ(1/ℓ₊ - 1/ℓ₋)."""
+    y = np.asarray(y)
+    n, n_pos = y.shape[0], int(np.sum(y > 0))
+    n_neg = n - n_pos
+    yhat = np.where(y > 0, n / n_pos, -n / n_neg).astype(np.float64)
+    return yhat, 0.5 * n * (1.0 / n_pos - 1.0 / n_neg)
+
+
+def naive_design(K):
+    """K̃ = [1 K]."""
+    return np.column_stack([np.ones(K.shape[0]), K])
+
+
+def naive_objective(K, yhat, omega, rho, q, penalize_bias=True):
+    """J(ω) = ½‖ŷ - K̃ω‖² + ρℓ Σ|ω_i|^q (eq. 5), bias excluded from the sum if not penalised."""
+    residual = yhat - naive_design(K) @ omega
+    penalised = omega if penalize_bias else omega[1:]
+    return 0.5 * residual @ residual + rho * K.shape[0] * np.sum(np.abs(penalised) ** q)
+
+
+def naive_eq8_step(K, yhat, omega, rho, q, penalize_bias=True):
+    """One full-size step ω ← Ψ(ΨGΨ + D)⁻¹Ψg of eq. (8); Ψ_i = 0 where ω_i = 0.
+
+    D = ρℓq I, except an exempt bias: Ψ_0 = 1, D_00 = 0.
+    """
+    Kt = naive_design(K)
+    G, g = Kt.T @ Kt, Kt.T @ yhat
+    psi = np.abs(omega) ** ((2.0 - q) / 2.0)
+    ridge = np.full(omega.shape[0], rho * K.shape[0] * q)
+    if not penalize_bias:
+        psi[0], ridge[0] = 1.0, 0.0
+    Psi = np.diag(psi)
+    return psi * np.linalg.solve(Psi @ G @ Psi + np.diag(ridge), psi * g)
+
+
+def naive_majorizer_scaling(active, omega, q, ridge_value, penalize_bias):
+    """Ψ diagonal and ridge diagonal on the active set."""
+    psi = np.abs(omega) ** ((2.0 - q) / 2.0)
+    ridge = np.full(omega.shape[0], float(ridge_value))
+    if not penalize_bias:
+        psi[active == 0] = 1.0
+        ridge[active == 0] = 0.0
+    return psi, ridge
+
+
+def naive_scaled_system(K, active, psi, ridge):
+    """Full (symmetric) Ψ_A G[A, A] Ψ_A + diag(ridge)."""
+    Kt = naive_design(K)
+    G = Kt.T @ Kt
+    return psi[:, None] * G[np.ix_(active, active)] * psi[None, :] + np.diag(ridge)
+
+
+def naive_prune(active, omega, prune_tol, penalize_bias):
+    """Keep |ω_r| > prune_tol · max|α| (an exempt bias always kept)."""
+    is_alpha = active != 0
+    largest = np.max(np.abs(omega[is_alpha]), initial=0.0)
+    keep = np.abs(omega) > prune_tol * largest
+    if not penalize_bias:
+        keep |= active == 0
+    return active[keep], omega[keep]
+
+
+def naive_lq_kfd(K, y, rho, q, tol=1e-5, max_iter=1000, penalize_bias=True, prune_tol=1e-6):
+    """The whole iteration on full-size vectors: eq. (8) from ω(0) = 1, pruning to exact zeros
+    (accepted only when it does not increase J).
+
+    Returns (ω of length ℓ+1, J history, threshold).
+    """
+    yhat, threshold = naive_targets(y)
+    n = K.shape[0]
+    omega = np.ones(n + 1)
+    j_history = []
+    j_old = np.inf
+    for _ in range(max_iter):
+        omega = naive_eq8_step(K, yhat, omega, rho, q, penalize_bias)
+        j_new = naive_objective(K, yhat, omega, rho, q, penalize_bias)
+        largest = np.max(np.abs(omega[1:]))
+        dead = (np.abs(omega) <= prune_tol * largest) & (omega != 0.0)
+        if not penalize_bias:
+            dead[0] = False
+        if dead.any():  # prune only when J does not go up
+            pruned = np.where(dead, 0.0, omega)
+            j_pruned = naive_objective(K, yhat, pruned, rho, q, penalize_bias)
+            if j_pruned <= j_new:
+                omega, j_new = pruned, j_pruned
+        j_history.append(j_new)
+        if abs(j_old - j_new) < tol * abs(j_old):
+            break
+        j_old = j_new
+    return omega, np.asarray(j_history), threshold

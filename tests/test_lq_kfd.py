@@ -1,0 +1,342 @@
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from conftest import two_blobs  # noqa: E402
+from naive_lq_kfd import (  # noqa: E402
+    naive_eq8_step,
+    naive_lq_kfd,
+    naive_majorizer_scaling,
+    naive_objective,
+    naive_prune,
+    naive_scaled_system,
+    naive_targets,
+)
+
+from kfdnumba import LqKFD, load_banana  # noqa: E402
+from kfdnumba._kernels import Kernel  # noqa: E402
+from kfdnumba.lq_kfd import (  # noqa: E402
+    _gram_square_lower,
+    _majorizer_scaling,
+    _outputs_and_objective,
+    _prune_active_set,
+    _scaled_active_system,
+    _solve_scaled,
+)
+
+
+def rbf_gram(X, sigma=1.0):
+    return Kernel("rbf", sigma).block(X, X)
+
+
+def random_active(rng, n, size, with_bias):
+    picks = rng.choice(np.arange(1, n + 1), size=size, replace=False)
+    active = np.sort(np.concatenate([[0], picks]) if with_bias else picks).astype(np.int64)
+    return active
+
+
+# ---------------------------------------------------------------- kernels vs twins
+@pytest.mark.parametrize("penalize_bias", [True, False])
+@pytest.mark.parametrize("q", [1.0, 0.5, 0.25])
+def test_majorizer_scaling_matches_naive(rng, q, penalize_bias):
+    active = random_active(rng, 30, 12, with_bias=True)
+    omega = rng.standard_normal(active.shape[0])
+    psi, ridge = _majorizer_scaling(active, omega, q, 0.37, penalize_bias)
+    psi_ref, ridge_ref = naive_majorizer_scaling(active, omega, q, 0.37, penalize_bias)
+    np.testing.assert_allclose(psi, psi_ref, rtol=1e-13)
+    np.testing.assert_array_equal(ridge, ridge_ref)
+
+
+def test_gram_square_lower_is_k_squared(rng):
+    X = rng.standard_normal((40, 3))
+    K = rbf_gram(X)
+    KK = _gram_square_lower(K)
+    assert KK.flags.c_contiguous
+    lower = np.tril_indices(40)
+    np.testing.assert_allclose(KK[lower], (K @ K)[lower], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("variant", ["parallel", "serial"])
+def test_scaled_active_system_matches_naive(rng, with_bias, variant):
+    n = 35
+    X = rng.standard_normal((n, 2))
+    K = rbf_gram(X)
+    active = random_active(rng, n, 15, with_bias)
+    m = active.shape[0]
+    psi = np.abs(rng.standard_normal(m))
+    ridge = np.abs(rng.standard_normal(m))
+    out = np.full((m, m), np.nan)
+    kernel = _scaled_active_system if variant == "parallel" else _scaled_active_system.serial
+    kernel(_gram_square_lower(K), K.sum(axis=0), active, psi, ridge, out)
+    ref = naive_scaled_system(K, active, psi, ridge)
+    lower = np.tril_indices(m)
+    np.testing.assert_allclose(out[lower], ref[lower], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("penalize_bias", [True, False])
+@pytest.mark.parametrize("variant", ["parallel", "serial"])
+def test_outputs_and_objective_match_naive(rng, penalize_bias, variant):
+    n = 40
+    X = rng.standard_normal((n, 2))
+    y = np.where(rng.random(n) < 0.4, 1, -1)
+    K = rbf_gram(X)
+    yhat, _ = naive_targets(y)
+    active = random_active(rng, n, 10, with_bias=True)
+    omega = rng.standard_normal(active.shape[0])
+    full = np.zeros(n + 1)
+    full[active] = omega
+    out = np.empty(n)
+    kernel = _outputs_and_objective if variant == "parallel" else _outputs_and_objective.serial
+    J = kernel(K, yhat, active, omega, 0.01 * n, 0.5, penalize_bias, out)
+    assert J == pytest.approx(naive_objective(K, yhat, full, 0.01, 0.5, penalize_bias), rel=1e-12)
+    np.testing.assert_allclose(out, np.column_stack([np.ones(n), K]) @ full, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("penalize_bias", [True, False])
+def test_prune_matches_naive(rng, penalize_bias):
+    active = random_active(rng, 50, 20, with_bias=True)
+    omega = rng.standard_normal(active.shape[0]) * 10.0 ** rng.uniform(-8, 0, active.shape[0])
+    omega[0] = 1e-9  # a tiny bias: pruned only when it is penalised
+    got_active, got_omega = _prune_active_set(active, omega, 1e-4, penalize_bias)
+    ref_active, ref_omega = naive_prune(active, omega, 1e-4, penalize_bias)
+    np.testing.assert_array_equal(got_active, ref_active)
+    np.testing.assert_array_equal(got_omega, ref_omega)
+    assert (0 in got_active) == (not penalize_bias)
+
+
+# -------------------------------------------------------- eq. (8) on the active set
+@pytest.mark.parametrize("penalize_bias", [True, False])
+@pytest.mark.parametrize("q", [1.0, 0.5])
+def test_active_set_solve_equals_full_eq8(rng, q, penalize_bias):
+    """The restricted solve is eq. (8) at full size on an iterate with zeros."""
+    n, rho = 45, 0.01
+    X = rng.standard_normal((n, 2))
+    y = np.where(np.arange(n) % 3 == 0, 1, -1)
+    K = rbf_gram(X)
+    yhat, _ = naive_targets(y)
+    omega = rng.standard_normal(n + 1)
+    omega[rng.choice(np.arange(1, n + 1), size=25, replace=False)] = 0.0  # dead coefficients
+    if penalize_bias:
+        omega[0] = 0.0  # a pruned (penalised) bias too
+    full_step = naive_eq8_step(K, yhat, omega, rho, q, penalize_bias)
+
+    active = np.flatnonzero(omega).astype(np.int64)
+    if not penalize_bias:
+        active = np.union1d([0], active).astype(np.int64)
+    psi, ridge = _majorizer_scaling(active, omega[active], q, rho * n * q, penalize_bias)
+    m = active.shape[0]
+    system = np.empty((m, m))
+    _scaled_active_system(_gram_square_lower(K), K.sum(axis=0), active, psi, ridge, system)
+    g = np.concatenate([[yhat.sum()], K @ yhat])
+    restricted = psi * _solve_scaled(system, psi * g[active])
+
+    np.testing.assert_allclose(restricted, full_step[active], rtol=1e-9, atol=1e-12)
+    dead = np.setdiff1d(np.arange(n + 1), active)
+    assert np.all(full_step[dead] == 0.0)  # Ψ_i = 0 keeps a dead coefficient at exactly zero
+
+
+def test_fit_matches_naive_full_size_iteration():
+    X, y = two_blobs(n=60, seed=3)
+    model = LqKFD(sigma=1.0, rho=1e-3, q=0.5, tol=1e-6).fit(X, y)
+    K = rbf_gram(X, 1.0)
+    omega, j_history, threshold = naive_lq_kfd(K, y, rho=1e-3, q=0.5, tol=1e-6, prune_tol=model.prune_tol)
+    np.testing.assert_array_equal(model.support_, np.flatnonzero(omega[1:]))
+    np.testing.assert_allclose(model.alpha_, omega[1:][model.support_], rtol=1e-7, atol=1e-10)
+    assert model.bias_ == pytest.approx(omega[0], abs=1e-10)
+    np.testing.assert_allclose(model.j_history_, j_history, rtol=1e-9)
+    assert model.threshold_ == threshold
+    assert model.n_iter_ == j_history.shape[0]
+
+
+# ------------------------------------------------------------------ the mathematics
+@pytest.mark.parametrize("penalize_bias", [True, False])
+@pytest.mark.parametrize("q", [1.0, 0.5, 0.25])
+def test_objective_never_increases(q, penalize_bias):
+    X, y = two_blobs(n=80, seed=1)
+    model = LqKFD(sigma=0.8, rho=3e-3, q=q, tol=1e-9, penalize_bias=penalize_bias).fit(X, y)
+    J = model.j_history_
+    assert J.shape[0] == model.n_iter_ >= 3
+    assert np.all(np.diff(J) <= 1e-12 * np.abs(J[:-1]))
+    # and it ends where J was evaluated: the final model's objective
+    K = rbf_gram(X, 0.8)
+    yhat, _ = naive_targets(y)
+    omega = np.zeros(X.shape[0] + 1)
+    omega[0] = model.bias_
+    omega[1 + model.support_] = model.alpha_
+    assert J[-1] == pytest.approx(naive_objective(K, yhat, omega, 3e-3, q, penalize_bias), rel=1e-10)
+
+
+@pytest.mark.parametrize("q", [1.0, 0.5])
+def test_small_rho_approaches_least_squares_fisher(rng, q):
+    """ρ → 0: the fit tends to the unpenalised least-squares fit of ŷ, i.e. the Fisher direction."""
+    n, d = 60, 3
+    y = np.where(np.arange(n) % 2 == 0, 1, -1)
+    X = rng.standard_normal((n, d)) + 1.2 * y[:, None] * np.array([1.0, -0.5, 0.2])
+    yhat, _ = naive_targets(y)
+    design = np.column_stack([np.ones(n), X])
+    beta = np.linalg.lstsq(design, yhat, rcond=None)[0]
+    ls_output = design @ beta
+    errors = []
+    for rho in (1e-3, 1e-5, 1e-7):
+        model = LqKFD(kernel="linear", rho=rho, q=q, tol=1e-10, max_iter=300).fit(X, y)
+        output = model.decision_function(X) + model.threshold_  # f = K̃ω on the training set
+        errors.append(np.max(np.abs(output - ls_output)) / np.max(np.abs(ls_output)))
+    assert errors[0] > errors[-1]
+    assert errors[-1] < 1e-4
+    # w = Xᵀα points along the Fisher direction S_w⁻¹(m₊ - m₋)
+    w = X[model.support_].T @ model.alpha_
+    pos, neg = X[y > 0], X[y < 0]
+    S_w = np.cov(pos.T) * (pos.shape[0] - 1) + np.cov(neg.T) * (neg.shape[0] - 1)
+    fisher = np.linalg.solve(S_w, pos.mean(0) - neg.mean(0))
+    cosine = w @ fisher / np.linalg.norm(w) / np.linalg.norm(fisher)
+    assert cosine > 1 - 1e-8
+
+
+def test_pruned_coefficient_stays_zero():
+    X, y = two_blobs(n=70, seed=2)
+    params = dict(sigma=0.7, rho=2e-3, q=0.5, tol=0.0)
+    supports = [set(LqKFD(max_iter=k, **params).fit(X, y).support_.tolist()) for k in (2, 4, 8, 16, 32)]
+    for earlier, later in zip(supports, supports[1:]):
+        assert later <= earlier  # once out of the active set, never back
+    history = LqKFD(max_iter=32, **params).fit(X, y).active_history_
+    assert np.all(np.diff(history) <= 0)
+    assert history[0] == X.shape[0] + 1 and history[-1] < history[0]
+
+
+def test_smaller_q_is_sparser():
+    X, y = two_blobs(n=120, seed=4)
+    n1 = LqKFD(sigma=0.7, rho=1e-3, q=1.0).fit(X, y).n_retained_
+    n05 = LqKFD(sigma=0.7, rho=1e-3, q=0.5).fit(X, y).n_retained_
+    assert n05 < n1 < X.shape[0]
+
+
+def test_fitted_attributes_and_threshold():
+    X, y = two_blobs(n=50, seed=5)
+    y = np.where(np.arange(50) < 20, 1, -1)  # unbalanced: the threshold is not 0
+    X[y > 0, 0] += 2.0
+    model = LqKFD(sigma=1.0, rho=1e-3).fit(X, y)
+    assert model.threshold_ == pytest.approx(0.5 * 50 * (1 / 20 - 1 / 30))
+    assert model.alpha_.shape == model.support_.shape
+    assert np.all(model.alpha_ != 0)
+    np.testing.assert_array_equal(model.dual_coef_[:, 0], model.alpha_)
+    assert model.intercept_[0] == pytest.approx(model.bias_ - model.threshold_)
+    K = Kernel("rbf", 1.0).block(X, X[model.support_])
+    np.testing.assert_allclose(
+        model.decision_function(X), K @ model.alpha_ + model.bias_ - model.threshold_, rtol=1e-10, atol=1e-10
+    )
+    assert model.n_iter_ == model.j_history_.shape[0] == model.active_history_.shape[0]
+    assert np.all(np.diff(model.elapsed_history_) >= 0)
+
+
+def test_bias_exempt_is_kept_and_unpenalised():
+    X, y = two_blobs(n=60, seed=6)
+    model = LqKFD(sigma=0.7, rho=0.05, q=1.0, penalize_bias=False).fit(X, y)
+    assert model.bias_ != 0.0
+    K = rbf_gram(X, 0.7)
+    yhat, _ = naive_targets(y)
+    omega = np.zeros(61)
+    omega[0] = model.bias_
+    omega[1 + model.support_] = model.alpha_
+    J = naive_objective(K, yhat, omega, 0.05, 1.0, penalize_bias=False)
+    assert model.j_history_[-1] == pytest.approx(J, rel=1e-10)
+
+
+def test_tol_zero_runs_max_iter():
+    X, y = two_blobs(n=40, seed=7)
+    assert LqKFD(sigma=1.0, tol=0.0, max_iter=7).fit(X, y).n_iter_ == 7
+
+
+def test_multiclass_shares_gram_and_matches_binary_fits():
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((60, 2)) + np.repeat(np.array([[0, 0], [3, 0], [0, 3]]), 20, axis=0)
+    labels = np.repeat(np.array(["a", "b", "c"]), 20)
+    model = LqKFD(sigma=1.0, rho=1e-3).fit(X, labels)
+    assert len(model.alpha_) == 3 and len(model.n_iter_) == 3
+    binary = LqKFD(sigma=1.0, rho=1e-3).fit(X, labels == "b")
+    np.testing.assert_allclose(model.alpha_[1], binary.alpha_, rtol=1e-12)
+    assert model.score(X, labels) > 0.9
+
+
+def test_verbose_reports_iterations(capsys):
+    X, y = two_blobs(n=30, seed=9)
+    LqKFD(sigma=1.0, verbose=1, max_iter=3, tol=0.0).fit(X, y)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "iteration" in line]
+    assert len(lines) == 3
+    assert "J =" in lines[0] and "active set 31" in lines[0]
+
+
+def test_banana_accuracy_and_sparsity():
+    X, y, Xt, yt = load_banana(1)
+    model = LqKFD(**LqKFD.demo_params).fit(X, y)
+    assert 1.0 - model.score(Xt, yt) < 0.13
+    assert model.n_retained_ < 0.5 * X.shape[0]
+
+
+# ---------------------------------------------------------------------- parameters
+@pytest.mark.parametrize("q", [0.0, -0.5, 1.0001, 2.0, np.inf])
+def test_q_outside_unit_interval_refused(q):
+    X, y = two_blobs(n=20)
+    with pytest.raises(ValueError, match=r"'q' parameter of LqKFD must be a float in \(0, 1\]"):
+        LqKFD(q=q).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "params, error, match",
+    [
+        ({"q": "half"}, ValueError, "'q' parameter"),
+        ({"rho": 0.0}, ValueError, "'rho' parameter"),
+        ({"rho": -1.0}, ValueError, "'rho' parameter"),
+        ({"tol": -1e-3}, ValueError, "'tol' parameter"),
+        ({"max_iter": 0}, ValueError, "'max_iter' parameter"),
+        ({"max_iter": 2.5}, ValueError, "'max_iter' parameter"),
+        ({"penalize_bias": "yes"}, ValueError, "'penalize_bias' parameter"),
+        ({"penalize_bias": 1}, ValueError, "'penalize_bias' parameter"),
+        ({"prune_tol": 1.0}, ValueError, "'prune_tol' parameter"),
+        ({"prune_tol": -1e-9}, ValueError, "'prune_tol' parameter"),
+        ({"max_memory_gb": 0.0}, ValueError, "'max_memory_gb' parameter"),
+    ],
+)
+def test_bad_parameters_refused(params, error, match):
+    X, y = two_blobs(n=20)
+    with pytest.raises(error, match=match):
+        LqKFD(**params).fit(X, y)
+
+
+def test_memory_budget_refused():
+    X, y = two_blobs(n=200)
+    with pytest.raises(ValueError, match=r"LqKFD with 200 training points.*above max_memory_gb=0\.0001"):
+        LqKFD(max_memory_gb=1e-4).fit(X, y)
+    LqKFD(max_memory_gb=1e-2, sigma=1.0).fit(X, y)  # 24 · 201² bytes ≈ 0.9 MiB fits
+
+
+def test_degenerate_data_does_not_crash():
+    X, y = two_blobs(n=30)
+    X[:] = 0.0  # every kernel entry 1 and an exempt bias: still SPD, must not crash
+    model = LqKFD(sigma=1.0, penalize_bias=False, max_iter=5).fit(X, y)
+    assert np.isfinite(model.decision_function(X)).all()
+
+
+def test_non_positive_definite_system_gives_clear_error(monkeypatch):
+    import kfdnumba.lq_kfd as module
+
+    def fail(system, rhs):
+        raise np.linalg.LinAlgError("not positive definite")
+
+    monkeypatch.setattr(module, "_solve_scaled", fail)
+    X, y = two_blobs(n=20)
+    with pytest.raises(ValueError, match=r"eq\. \(8\) system is not positive definite.*increase rho"):
+        LqKFD(sigma=1.0).fit(X, y)
+
+
+def test_non_finite_iterate_gives_clear_error(monkeypatch):
+    import kfdnumba.lq_kfd as module
+
+    monkeypatch.setattr(module, "_solve_scaled", lambda system, rhs: np.full(rhs.shape, np.nan))
+    X, y = two_blobs(n=20)
+    with pytest.raises(ValueError, match="diverged"):
+        LqKFD(sigma=1.0).fit(X, y)
