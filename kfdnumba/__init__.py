@@ -12,6 +12,7 @@ from .full_kfd import KFD
 from .reformative_kfd import ReformativeKFD
 from .dda import DDA, DDAClassifier
 from .lq_kfd import LqKFD
+from .matching_pursuit_kfd import MatchingPursuitKFD
 
 __all__ = [
     "KFD",
@@ -19,6 +20,7 @@ __all__ = [
     "DDA",
     "DDAClassifier",
     "LqKFD",
+    "MatchingPursuitKFD",
     "NotFittedError",
     "load_banana",
     "load_ida",

@@ -1,0 +1,656 @@
+"""Matching-pursuit kernel Fisher discriminant (MPKFDA) with its variants (Diethe & Hussain).
+
+Paper: T. Diethe, Z. Hussain, "Matching pursuit kernel Fisher discriminant
+analysis: criteria, deflations and a stagewise version" (the paper's equations
+were lost in conversion; section 4 of ``shared/notes/ALGORITHMS.md`` restates
+the algorithm, which this module follows).
+
+Selection (Algorithm 1 of the paper), ``stage`` bases per round until k are chosen:
+
+1. Read every column ``τ_i = K̃[:, i]`` of the deflated kernel as a 1-D
+   projection of the training set and score it with the between-class part
+   ``B_i = (mean₊ τ_i - mean₋ τ_i)²`` and the within-class part
+   ``W_i = var₊ τ_i + var₋ τ_i``. Criteria: ``optimal`` B/W (eq. 7),
+   ``pseudo`` B, ``random`` (uniform without replacement: randomised Nyström),
+   ``reverse`` W/B, ``reverse_pseudo`` smallest B first.
+2. Take the ``stage`` best and deflate K̃ with each unit vector
+   ``x = τ/||τ||`` (the τ of a round all come from the matrix the round
+   scored), with ``v = K̃x`` and ``c = xᵀv``:
+
+   * ``none``;
+   * ``hotelling`` (eq. 15): ``K̃ - c xxᵀ``;
+   * ``projection`` (eq. 16): ``(I - xxᵀ)K̃(I - xxᵀ) = K̃ - xuᵀ - uxᵀ`` with
+     ``u = v - (c/2)x``;
+   * ``schur`` (eq. 17): ``K̃ - vvᵀ/c``;
+   * ``ortho_hotelling`` / ``ortho_projection`` / ``ortho_schur`` (eqs. 18-19):
+     the same with x first orthogonalised (Gram–Schmidt, twice) against every
+     earlier deflation vector.
+
+   Facts the tests show: at stage 1 projection and Schur deflation already
+   give each new x orthogonal to the earlier ones (the deflated matrix
+   annihilates them, and τ lies in its range), so their ``ortho_`` variants
+   differ only from stage 2 on; Schur deflation only depends on x modulo the
+   null space of K̃, which contains every earlier x, so ``ortho_schur`` equals
+   ``schur`` in exact arithmetic at every stage (what the paper's reference
+   [21], Prop. 2.2, shows for sparse PCA; the paper expects a difference for
+   MPKFDA, which the tests do not find). ``ortho_hotelling`` differs from
+   ``hotelling`` from the second basis on.
+3. Nyström features on the ORIGINAL kernel: ``K[I, I] = RᵀR`` (the factor is
+   grown by one bordered Cholesky step per accepted basis; a candidate whose
+   Schur complement in the original kernel is below ``1e-10·k(x, x)`` is
+   linearly dependent on the chosen ones and is skipped), ``Z = K[:, I]R⁻¹``
+   (ℓ × k); regularised linear FDA there, ``w = (S_W + μI)⁻¹(m₊ - m₋)`` with
+   ``S_W`` the summed class scatter; ``α = R⁻¹w`` so that prediction is
+   ``f(x) = Σ_r α_r k(x, x_{I_r}) + b`` with k kernel evaluations; w is scaled so
+   the projected class means are 2 apart and b puts the boundary midway.
+   With all ℓ bases and no deflation this is KFD with the regulariser μK
+   instead of μI: ``(KCK + μK)α = K(e₊/ℓ₊ - e₋/ℓ₋)``.
+
+Two representations of K̃:
+
+* ``dense`` (the paper's): K̃ is the ℓ × ℓ Gram matrix, deflated IN PLACE by
+  the rank-one/rank-two terms above. The update is fused with the next pass
+  that reads K̃ (scoring all columns, or the product ``K̃[x₁ … x_s]``), one
+  ``prange`` loop over rows (K̃ stays symmetric, so row i is candidate i's
+  column). The pseudo criteria need only ``g = K̃(e₊/ℓ₊ - e₋/ℓ₋)``, as
+  ``B_i = g_i²``, and g is updated in O(ℓ) per deflation term. Time per basis
+  O(ℓ²) (one read-write pass for pseudo/random, two passes for the W criteria);
+  memory 8ℓ² bytes, refused above ``max_memory_gb``.
+* ``implicit`` (beyond the paper): K is replaced by a Nyström approximation on
+  m random landmarks, ``K ≈ ΦΦᵀ`` (Φ ℓ × m), and the deflated kernel is kept
+  as ``K̃ = Φ A Φᵀ`` with A (m × m) starting at I: every deflation above is a
+  rank-one/two correction of A (x = Φa, v = Φ(AΦᵀΦa)). ``W_i = ||(ΦAC)_i||²``
+  with ``CCᵀ`` the class scatter of Φ's rows, kept up to date by rank-one
+  updates. Time per basis O(ℓm + m²); memory O(ℓm). The chosen bases still get
+  exact Nyström features on the original kernel; the approximation only
+  steers the selection (benchmarks/matching_pursuit_kfd.py measures its cost).
+  With m = ℓ it reproduces the dense path.
+
+``n_candidates`` scores only a random subset of that many candidates per round.
+The ``random`` criterion never reads K̃, so it builds no kernel matrix and skips
+the deflation (which could not change its choice): it is the randomised
+Nyström method, O(ℓk²) time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numba
+import numpy as np
+import scipy.linalg
+
+from ._base import Interval, KernelClassifier, KernelExpansion, Options, check_memory, register
+from ._jit import jit
+from ._linalg import cholesky_append
+
+__all__ = ["MatchingPursuitKFD", "CRITERIA", "DEFLATIONS"]
+
+#: Selection criteria (section 3.3.1 of the paper).
+CRITERIA = ("optimal", "pseudo", "random", "reverse", "reverse_pseudo")
+#: Deflations (section 3.3.2 of the paper).
+DEFLATIONS = ("none", "hotelling", "projection", "schur", "ortho_hotelling", "ortho_projection", "ortho_schur")
+#: A candidate whose Schur complement in K[I ∪ {i}, I ∪ {i}] is below this times k(x_i, x_i) is skipped.
+DEPENDENCE_TOL = 1e-10
+#: Landmarks of the implicit representation when ``n_landmarks`` is None: min(ℓ, max(this, 4k)).
+DEFAULT_MIN_LANDMARKS = 500
+#: Pending deflation terms the dense path holds before it writes them into K̃ (at least 2·stage).
+PENDING_TERMS = 8
+#: Passes over fewer entries than this run serially (see ``_call``).
+PARALLEL_MIN_ENTRIES = 1 << 18
+
+
+# --------------------------------------------------------------------------- kernels
+@jit
+def _update_and_score_columns(K, Pa, Pb, n_terms, positive, mask, between, within):
+    """Deflate K in place by ``K -= Σ_t Pa[t] ⊗ Pb[t]``; score the masked columns.
+
+    K is symmetric before and after the update, so row i is column i (candidate
+    i). For a masked i: ``between[i] = (mean₊ - mean₋)²`` and ``within[i] =
+    var₊ + var₋`` of K[i, :] over the two classes (``positive[j]`` = 1 for class
+    +1), two passes per row for accurate variances.
+    """
+    n = K.shape[0]
+    n_pos = 0
+    for j in range(n):
+        n_pos += positive[j]
+    n_neg = n - n_pos
+    for i in numba.prange(n):
+        for t in range(n_terms):
+            a = Pa[t, i]
+            if a != 0.0:
+                for j in range(n):
+                    K[i, j] -= a * Pb[t, j]
+        if mask[i]:
+            s_pos = 0.0
+            s_neg = 0.0
+            for j in range(n):
+                if positive[j]:
+                    s_pos += K[i, j]
+                else:
+                    s_neg += K[i, j]
+            m_pos = s_pos / n_pos
+            m_neg = s_neg / n_neg
+            q_pos = 0.0
+            q_neg = 0.0
+            for j in range(n):
+                if positive[j]:
+                    e = K[i, j] - m_pos
+                    q_pos += e * e
+                else:
+                    e = K[i, j] - m_neg
+                    q_neg += e * e
+            between[i] = (m_pos - m_neg) * (m_pos - m_neg)
+            within[i] = q_pos / n_pos + q_neg / n_neg
+
+
+@jit
+def _update_and_multiply(K, Pa, Pb, n_terms, Y, n_vectors, out):
+    """Deflate K in place by ``K -= Σ_t Pa[t] ⊗ Pb[t]``; ``out[v] = K_new Y[v]`` (v < n_vectors)."""
+    n = K.shape[0]
+    for i in numba.prange(n):
+        for t in range(n_terms):
+            a = Pa[t, i]
+            if a != 0.0:
+                for j in range(n):
+                    K[i, j] -= a * Pb[t, j]
+        for v in range(n_vectors):
+            s = 0.0
+            for j in range(n):
+                s += K[i, j] * Y[v, j]
+            out[v, i] = s
+
+
+@jit
+def _rank_one_update_rows(V, p, q):
+    """In place ``V -= p qᵀ`` (V is n × m)."""
+    n, m = V.shape
+    for i in numba.prange(n):
+        a = p[i]
+        if a != 0.0:
+            for j in range(m):
+                V[i, j] -= a * q[j]
+
+
+@jit
+def _masked_row_sq_norms(V, mask, out):
+    """``out[i] = ||V[i]||²`` for the masked rows."""
+    n, m = V.shape
+    for i in numba.prange(n):
+        if mask[i]:
+            s = 0.0
+            for j in range(m):
+                s += V[i, j] * V[i, j]
+            out[i] = s
+
+
+def _call(kernel, n_entries: int, *args):
+    """Run a parallel kernel, or its serial twin when the pass is too small to split.
+
+    A parallel region costs a thread wake-up (milliseconds on a busy machine),
+    more than a pass over fewer than ``PARALLEL_MIN_ENTRIES`` entries.
+    """
+    if n_entries < PARALLEL_MIN_ENTRIES:
+        return kernel.serial(*args)
+    return kernel(*args)
+
+
+# ------------------------------------------------------------------- deflation terms
+def _deflation_terms(kind: str, x: np.ndarray, v: np.ndarray, c: float) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Rank-one terms (p, q) with ``K̃_new = K̃ - Σ p qᵀ`` for unit x, v = K̃x, c = xᵀv.
+
+    Works in any coordinates where x and v are expressed the same way (ℓ-space
+    vectors on the dense path, coefficient vectors on the implicit one).
+    """
+    base = kind.removeprefix("ortho_")
+    if base == "hotelling":  # eq. 15
+        return [(c * x, x)]
+    if base == "projection":  # eq. 16, (I - xxᵀ)K̃(I - xxᵀ) as a symmetric rank-two update
+        u = v - (0.5 * c) * x
+        return [(x, u), (u, x)]
+    if base == "schur":  # eq. 17
+        return [(v / c, v)]
+    return []
+
+
+class _DenseDeflatedKernel:
+    """The ℓ × ℓ deflated kernel ``K̃ = K - Σ_t Pa[t] ⊗ Pb[t]``, deflated in place.
+
+    Pending terms (``Pa``, ``Pb``, at most ``capacity``) are applied to K in place
+    by the next pass that must read the deflated matrix anyway: the scoring
+    pass of the W criteria, or the product pass of ``deflate`` once the pending
+    terms cannot take the next round's. Until then products are corrected by
+    the pending low-rank terms in O(ℓ·terms), so the write pass over ℓ × ℓ is
+    paid once per several bases.
+    """
+
+    def __init__(self, K: np.ndarray, d: np.ndarray, positive: np.ndarray, needs_within: bool, stage: int):
+        self.K = K
+        self.n = K.shape[0]
+        self.d = d
+        self.positive = positive
+        self.needs_within = needs_within
+        self.g = K @ d  # K̃ d: B_i = g_i², kept exact through every deflation
+        self.capacity = max(PENDING_TERMS, 2 * stage)
+        self.Pa = np.zeros((self.capacity, self.n))
+        self.Pb = np.zeros((self.capacity, self.n))
+        self.n_terms = 0
+        self.scale = float(np.max(np.abs(np.diag(K)))) if self.n else 1.0
+
+    def scores(self, mask):
+        if not self.needs_within:
+            return self.g * self.g, None
+        between = np.zeros(self.n)
+        within = np.zeros(self.n)
+        _call(
+            _update_and_score_columns,
+            self.K.size,
+            self.K,
+            self.Pa,
+            self.Pb,
+            self.n_terms,
+            self.positive,
+            mask,
+            between,
+            within,
+        )
+        self.n_terms = 0
+        return between, within
+
+    def columns(self, picks) -> list[np.ndarray]:
+        out = []
+        for j in picks:
+            col = self.K[j].copy()
+            for t in range(self.n_terms):
+                col -= self.Pa[t, j] * self.Pb[t]
+            out.append(col)
+        return out
+
+    def inner(self, a, b) -> float:
+        return float(a @ b)
+
+    def inner_many(self, Q, x):
+        return Q @ x
+
+    def to_ell(self, a):
+        return a
+
+    def deflate(self, xs: list[np.ndarray], kind: str) -> None:
+        if not xs:
+            return
+        Y = np.ascontiguousarray(np.array(xs))
+        products = np.empty_like(Y)
+        if self.n_terms + 2 * len(xs) > self.capacity:  # apply the pending terms in this pass
+            _call(_update_and_multiply, self.K.size, self.K, self.Pa, self.Pb, self.n_terms, Y, Y.shape[0], products)
+            self.n_terms = 0
+        else:  # read-only pass, corrected by the pending terms
+            _call(_update_and_multiply, self.K.size, self.K, self.Pa, self.Pb, 0, Y, Y.shape[0], products)
+            if self.n_terms:
+                products -= (self.Pb[: self.n_terms] @ Y.T).T @ self.Pa[: self.n_terms]
+        round_start = self.n_terms
+        for x, v in zip(xs, products):
+            # v = K̃_round x, corrected for the terms of this round's earlier bases
+            for t in range(round_start, self.n_terms):
+                v = v - self.Pa[t] * (self.Pb[t] @ x)
+            c = float(x @ v)
+            if not c > 1e-14 * self.scale:  # x lies in the null space of K̃: nothing to remove
+                continue
+            for p, q in _deflation_terms(kind, x, v, c):
+                self.Pa[self.n_terms] = p
+                self.Pb[self.n_terms] = q
+                self.n_terms += 1
+                self.g -= p * (q @ self.d)
+
+    def materialise(self) -> np.ndarray:
+        """K̃ as a dense matrix (pending terms applied); for tests."""
+        K = self.K.copy()
+        for t in range(self.n_terms):
+            K -= np.outer(self.Pa[t], self.Pb[t])
+        return K
+
+
+class _ImplicitDeflatedKernel:
+    """``K̃ = Φ A Φᵀ`` with Nyström features Φ on m landmarks; deflations update A."""
+
+    def __init__(self, Phi: np.ndarray, d: np.ndarray, positive: np.ndarray, needs_within: bool):
+        self.Phi = Phi
+        self.n, self.m = Phi.shape
+        self.G = Phi.T @ Phi
+        self.A = np.eye(self.m)
+        self.delta = Phi.T @ d  # Φᵀd = μ₊ - μ₋ (class means of Φ's rows)
+        self.needs_within = needs_within
+        self.scale = float(np.max(np.einsum("ij,ij->i", Phi, Phi))) if self.n else 1.0
+        self.Vw = None
+        if needs_within:
+            pos = positive.astype(bool)
+            S = np.zeros((self.m, self.m))
+            for rows in (Phi[pos], Phi[~pos]):
+                centred = rows - rows.mean(axis=0)
+                S += centred.T @ centred / rows.shape[0]
+            S[np.diag_indices_from(S)] += 1e-12 * max(float(np.trace(S)) / self.m, 1e-300)
+            self.Cw = scipy.linalg.cholesky(S, lower=True, check_finite=False)  # S = Cw Cwᵀ
+            self.Vw = np.ascontiguousarray(Phi @ self.Cw)  # Φ A Cw with A = I
+
+    def scores(self, mask):
+        g = self.Phi @ (self.A @ self.delta)
+        if not self.needs_within:
+            return g * g, None
+        within = np.zeros(self.n)
+        _call(_masked_row_sq_norms, self.Vw.size, self.Vw, mask, within)
+        return g * g, within
+
+    def columns(self, picks) -> list[np.ndarray]:
+        return [self.A @ self.Phi[j] for j in picks]  # τ_j = Φ (A φ_j)
+
+    def inner(self, a, b) -> float:
+        return float(a @ (self.G @ b))
+
+    def inner_many(self, Q, x):
+        return Q @ (self.G @ x)
+
+    def to_ell(self, a):
+        return self.Phi @ a
+
+    def deflate(self, xs: list[np.ndarray], kind: str) -> None:
+        for a in xs:
+            b = self.A @ (self.G @ a)  # v = K̃x = Φb
+            c = float(a @ (self.G @ b))
+            if not c > 1e-14 * self.scale:
+                continue
+            for p, q in _deflation_terms(kind, a, b, c):
+                _call(_rank_one_update_rows, self.A.size, self.A, p, q)
+                if self.Vw is not None:
+                    phi_p = np.ascontiguousarray(self.Phi @ p)
+                    _call(_rank_one_update_rows, self.Vw.size, self.Vw, phi_p, np.ascontiguousarray(q @ self.Cw))
+
+    def materialise(self) -> np.ndarray:
+        """K̃ as a dense matrix; for tests."""
+        return self.Phi @ self.A @ self.Phi.T
+
+
+def nystroem_features(C: np.ndarray, W: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
+    """Φ (n × r) with ``ΦΦᵀ = C W⁺ Cᵀ``: C = K[:, L], W = K[L, L], eigenvalues below rtol·max dropped."""
+    evals, evecs = scipy.linalg.eigh(W, check_finite=False)
+    keep = evals > rtol * max(float(evals[-1]), 1e-300)
+    return np.ascontiguousarray(C @ (evecs[:, keep] / np.sqrt(evals[keep])))
+
+
+# ---------------------------------------------------------------------- selection
+@dataclass
+class _Selection:
+    bases: np.ndarray  # chosen indices, in order
+    L: np.ndarray  # lower Cholesky factor of K[I, I] (k × k)
+    C: np.ndarray  # K[I, :] rows of the original kernel (k × ℓ)
+    n_rejected: int
+    n_rounds: int
+    vectors: list  # deflation vectors x (ℓ-space), when recorded
+
+
+def _criterion_scores(criterion, between, within, floor, order_rank):
+    if criterion == "pseudo":
+        return between.copy()
+    if criterion == "reverse_pseudo":
+        return -between
+    if criterion == "optimal":
+        return between / (within + floor)
+    if criterion == "reverse":
+        return -between / (within + floor)
+    return -order_rank.astype(np.float64)  # random: earliest in a fixed random permutation
+
+
+def select_bases(
+    engine,
+    kernel,
+    X: np.ndarray,
+    criterion: str,
+    deflation: str,
+    n_bases: int,
+    stage: int,
+    n_candidates: int | None,
+    rng: np.random.Generator,
+    record: bool = False,
+    log=None,
+) -> _Selection:
+    """Greedy MPKFDA selection (Algorithm 1) on a deflated-kernel engine."""
+    n = X.shape[0]
+    k = min(n_bases, n)
+    available = np.ones(n, dtype=bool)
+    order_rank = np.empty(n, dtype=np.int64)
+    if criterion == "random":
+        order_rank[rng.permutation(n)] = np.arange(n)
+    L = np.zeros((k, k))
+    C = np.zeros((k, n))
+    bases: list[int] = []
+    ortho = deflation.startswith("ortho_")
+    Q = None  # orthonormal earlier deflation vectors as rows (ortho_*)
+    n_q = 0
+    vectors = []
+    n_rejected = 0
+    n_rounds = 0
+    floor = None
+    static_scores = None
+    while len(bases) < k and available.any():
+        n_rounds += 1
+        mask = available
+        if n_candidates is not None and n_candidates < int(available.sum()):
+            mask = np.zeros(n, dtype=bool)
+            mask[rng.choice(np.flatnonzero(available), n_candidates, replace=False)] = True
+        if criterion == "random":
+            score = _criterion_scores(criterion, None, None, None, order_rank)
+        elif deflation == "none" and static_scores is not None:
+            score = static_scores.copy()
+        else:
+            scored = available if deflation == "none" else mask  # without deflation the scores never change
+            between, within = engine.scores(np.ascontiguousarray(scored, dtype=np.uint8))
+            if floor is None and within is not None:
+                floor = 1e-12 * max(float(within.max()), 1e-300)
+            score = _criterion_scores(criterion, between, within, floor, order_rank)
+            if deflation == "none":
+                static_scores = score.copy()
+        score[~mask] = -np.inf
+        picks: list[int] = []
+        want = min(stage, k - len(bases))
+        while len(picks) < want:
+            j = int(np.argmax(score))
+            if not np.isfinite(score[j]):
+                break
+            score[j] = -np.inf
+            available[j] = False
+            row = kernel.block(X[j : j + 1], X)[0]  # original kernel row k(x_j, X)
+            m = len(bases)
+            rho = cholesky_append(L, m, np.ascontiguousarray(C[:m, j]), row[j], DEPENDENCE_TOL * max(row[j], 1e-300))
+            if not rho > DEPENDENCE_TOL * max(row[j], 1e-300):
+                n_rejected += 1
+                continue
+            C[m] = row
+            bases.append(j)
+            picks.append(j)
+        if deflation == "none" or criterion == "random" or not picks:
+            continue  # random picks never look at K̃: its deflation would change nothing
+        xs = []
+        for tau in engine.columns(picks):
+            norm = np.sqrt(max(engine.inner(tau, tau), 0.0))
+            if not norm > 1e-12 * engine.scale:
+                continue  # a null column of K̃: nothing to deflate
+            x = tau / norm
+            if ortho:
+                if Q is None:
+                    Q = np.zeros((k, x.shape[0]))
+                for _ in range(2):  # Gram–Schmidt (eq. 18), classical, twice
+                    x = x - engine.inner_many(Q[:n_q], x) @ Q[:n_q]
+                qn = np.sqrt(max(engine.inner(x, x), 0.0))
+                if not qn > 1e-8:
+                    continue  # already spanned by the earlier vectors
+                x = x / qn
+                Q[n_q] = x
+                n_q += 1
+            xs.append(x)
+            if record:
+                vectors.append(engine.to_ell(x))
+        engine.deflate(xs, deflation)
+        if log is not None and (len(bases) % 10 == 0 or len(bases) == k):
+            log(f"round {n_rounds}: {len(bases)} bases")
+    m = len(bases)
+    return _Selection(np.asarray(bases, dtype=np.intp), L[:m, :m].copy(), C[:m], n_rejected, n_rounds, vectors)
+
+
+def fisher_on_nystroem(L: np.ndarray, C: np.ndarray, y: np.ndarray, mu: float):
+    """Regularised linear FDA on ``Z = K[:, I]R⁻¹`` (``Zᵀ = L⁻¹ K[I, :]``).
+
+    Returns (alpha, intercept, train_output, w) with ``f = K[:, I] α + intercept``
+    scaled so the projected class means are 2 apart and the boundary is at 0.
+    """
+    Zt = scipy.linalg.solve_triangular(L, C, lower=True, check_finite=False)  # k × ℓ
+    pos = y > 0
+    m_pos = Zt[:, pos].mean(axis=1)
+    m_neg = Zt[:, ~pos].mean(axis=1)
+    centred_pos = Zt[:, pos] - m_pos[:, None]
+    centred_neg = Zt[:, ~pos] - m_neg[:, None]
+    S = centred_pos @ centred_pos.T + centred_neg @ centred_neg.T
+    S[np.diag_indices_from(S)] += mu
+    w = scipy.linalg.solve(S, m_pos - m_neg, assume_a="pos", check_finite=False)
+    gap = float(w @ (m_pos - m_neg))
+    if not gap > 0:
+        raise ValueError("MatchingPursuitKFD found no separation between the class means (degenerate data or mu).")
+    w = w * (2.0 / gap)
+    intercept = -0.5 * float(w @ (m_pos + m_neg))
+    alpha = scipy.linalg.solve_triangular(L, w, lower=True, trans="T", check_finite=False)
+    return alpha, intercept, Zt.T @ w + intercept, w
+
+
+# ---------------------------------------------------------------------- estimator
+@register("MatchingPursuitKFD")
+@dataclass(kw_only=True, eq=False)
+class MatchingPursuitKFD(KernelClassifier):
+    """Matching-pursuit KFD (MPKFDA): greedy bases, deflation, FDA on Nyström features.
+
+    Parameters
+    ----------
+    n_bases : int, default 50
+        Number of bases k (retained training points); at most ℓ are taken.
+    criterion : {"optimal", "pseudo", "random", "reverse", "reverse_pseudo"}, default "pseudo"
+        How a candidate column of the deflated kernel is scored.
+    deflation : {"none", "hotelling", "projection", "schur", "ortho_hotelling", \
+"ortho_projection", "ortho_schur"}, default "ortho_schur"
+        How the kernel is deflated after each chosen basis.
+    stage : int, default 1
+        Bases chosen per round (stagewise selection).
+    mu : float, default 1e-3
+        Ridge added to the within-class scatter of the Nyström features.
+    n_candidates : int or None, default None
+        Score only this many random candidates per round (None: all).
+    deflated_kernel : {"auto", "dense", "implicit"}, default "auto"
+        ``dense`` keeps the ℓ × ℓ deflated kernel (the paper's algorithm),
+        ``implicit`` a rank-m Nyström representation ``ΦAΦᵀ``; ``auto`` is dense
+        when 8ℓ² bytes fit in ``max_memory_gb``.
+    n_landmarks : int or None, default None
+        m of the implicit representation (None: min(ℓ, max(500, 4k))).
+    max_memory_gb : float, default 4.0
+        Budget of the dense ℓ × ℓ matrix (and of Φ on the implicit path).
+    kernel, sigma, n_jobs, verbose, random_state
+        See :class:`kfdnumba._base.KernelClassifier`. random_state drives the
+        ``random`` criterion, the candidate subsets and the landmarks.
+
+    Attributes
+    ----------
+    bases_ : ndarray (k,)
+        Chosen training indices in the order chosen.
+    alpha_ : ndarray (k,)
+        Expansion coefficients over ``bases_`` (``α = R⁻¹w``).
+    w_ : ndarray (k,)
+        The FDA direction in the Nyström feature space.
+    n_bases_ : int
+        Number of bases actually chosen.
+    support_, dual_coef_, intercept_, classes_, n_features_in_, kernel_
+        See :class:`kfdnumba._base.KernelClassifier`.
+    """
+
+    n_bases: int = 50
+    criterion: str = "pseudo"
+    deflation: str = "ortho_schur"
+    stage: int = 1
+    mu: float = 1e-3
+    n_candidates: int | None = None
+    deflated_kernel: str = "auto"
+    n_landmarks: int | None = None
+    max_memory_gb: float = 4.0
+
+    _parameter_constraints: ClassVar[dict] = {
+        "n_bases": [Interval("int", 1, None)],
+        "criterion": [Options(CRITERIA)],
+        "deflation": [Options(DEFLATIONS)],
+        "stage": [Interval("int", 1, None)],
+        "mu": [Interval("real", 0, None, "neither")],
+        "n_candidates": [Options((None,)), Interval("int", 1, None)],
+        "deflated_kernel": [Options(("auto", "dense", "implicit"))],
+        "n_landmarks": [Options((None,)), Interval("int", 1, None)],
+        "max_memory_gb": [Interval("real", 0, None, "neither")],
+    }
+    search_grid: ClassVar[dict] = {
+        "sigma": [0.25, 0.35, 0.5, 0.7, 1.0],
+        "n_bases": [10, 20, 30],
+        "mu": [1e-3, 1e-1, 10.0],
+    }
+    demo_params: ClassVar[dict] = {"sigma": 0.5, "n_bases": 30, "mu": 0.1}
+
+    def _representation(self, n: int) -> str:
+        if self.deflated_kernel != "auto":
+            return self.deflated_kernel
+        return "dense" if 8.0 * n * n <= self.max_memory_gb * 2**30 else "implicit"
+
+    def _make_engine(self, X, y, rng):
+        n = X.shape[0]
+        positive = (y > 0).astype(np.uint8)
+        n_pos = int(positive.sum())
+        d = np.where(y > 0, 1.0 / n_pos, -1.0 / (n - n_pos))
+        needs_within = self.criterion in ("optimal", "reverse")
+        if self.criterion == "random":  # the randomised Nyström method: no kernel matrix needed
+            return None
+        if self._representation(n) == "dense":
+            check_memory(8.0 * n * n, self.max_memory_gb, f"MatchingPursuitKFD's dense deflated kernel ({n} x {n})")
+            self._log(f"dense deflated kernel {n} x {n}")
+            return _DenseDeflatedKernel(self.kernel_.block(X, X), d, positive, needs_within, self.stage)
+        k = min(self.n_bases, n)
+        m = self.n_landmarks if self.n_landmarks is not None else max(DEFAULT_MIN_LANDMARKS, 4 * k)
+        m = min(m, n)
+        check_memory(8.0 * n * m * (2 + needs_within), self.max_memory_gb, f"MatchingPursuitKFD's features ({n} x {m})")
+        self._log(f"implicit deflated kernel on {m} landmarks")
+        landmarks = np.sort(rng.choice(n, m, replace=False)) if m < n else np.arange(n)
+        C = self.kernel_.block(X, X[landmarks])
+        Phi = nystroem_features(C, C[landmarks])
+        return _ImplicitDeflatedKernel(Phi, d, positive, needs_within)
+
+    def _fit_binary(self, X, y, rng):
+        engine = self._make_engine(X, y, rng)
+        sel = select_bases(
+            engine,
+            self.kernel_,
+            X,
+            self.criterion,
+            self.deflation,
+            self.n_bases,
+            self.stage,
+            self.n_candidates,
+            rng,
+            log=self._log if self.verbose else None,
+        )
+        del engine
+        if sel.bases.shape[0] == 0:
+            raise ValueError("MatchingPursuitKFD could not choose any basis (degenerate kernel matrix).")
+        alpha, intercept, output, w = fisher_on_nystroem(sel.L, sel.C, y, self.mu)
+        return KernelExpansion(
+            support=sel.bases,
+            coef=alpha,
+            intercept=intercept,
+            threshold=0.0,
+            train_output=output,
+            info={
+                "bases": sel.bases,
+                "alpha": alpha,
+                "w": w,
+                "n_bases": int(sel.bases.shape[0]),
+                "n_rejected": sel.n_rejected,
+                "n_rounds": sel.n_rounds,
+            },
+        )

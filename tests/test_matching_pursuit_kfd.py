@@ -1,0 +1,332 @@
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import naive_matching_pursuit_kfd as naive  # noqa: E402
+
+from kfdnumba import KFD, MatchingPursuitKFD  # noqa: E402
+from kfdnumba.matching_pursuit_kfd import (  # noqa: E402
+    CRITERIA,
+    DEFLATIONS,
+    _DenseDeflatedKernel,
+    _ImplicitDeflatedKernel,
+    select_bases,
+)
+
+SIGMA = 0.8
+MU = 1e-3
+
+
+def moons(n=50, seed=0):
+    """A small nonlinear two-class problem with labels in {-1, +1}."""
+    r = np.random.default_rng(seed)
+    X = r.uniform(-2.0, 2.0, size=(n, 2))
+    y = np.where(X[:, 1] > 0.8 * np.sin(2.0 * X[:, 0]) + 0.3 * r.standard_normal(n), 1, -1)
+    return X, y
+
+
+def engine_inputs(K, y):
+    positive = (y > 0).astype(np.uint8)
+    n_pos = int(positive.sum())
+    d = np.where(y > 0, 1.0 / n_pos, -1.0 / (K.shape[0] - n_pos))
+    return d, positive
+
+
+@pytest.fixture(scope="module")
+def small():
+    X, y = moons(50, seed=1)
+    return X, y, naive.rbf(X, X, SIGMA)
+
+
+# ------------------------------------------------------------------ deflations
+@pytest.mark.parametrize("kind", ["hotelling", "projection", "schur"])
+def test_each_deflation_matches_its_dense_formula(kind, small):
+    X, y, K = small
+    d, positive = engine_inputs(K, y)
+    r = np.random.default_rng(3)
+    dense = _DenseDeflatedKernel(K.copy(), d, positive, needs_within=True, stage=1)
+    Phi = np.linalg.cholesky(K + 1e-12 * np.eye(K.shape[0]))  # ΦΦᵀ = K: the implicit form, exact
+    implicit = _ImplicitDeflatedKernel(Phi, d, positive, needs_within=True)
+    expected = K.copy()
+    for _ in range(4):  # sequential deflations with arbitrary unit vectors
+        x = r.standard_normal(K.shape[0])
+        x /= np.linalg.norm(x)
+        expected = naive.deflate(expected, x, kind)
+        dense.deflate([x], kind)
+        implicit.deflate([np.linalg.solve(Phi, x)], kind)
+        np.testing.assert_allclose(dense.materialise(), expected, atol=1e-10)
+        np.testing.assert_allclose(implicit.materialise(), expected, atol=1e-8)
+        np.testing.assert_allclose(dense.g, expected @ d, atol=1e-10)  # B_i = g_i² stays exact
+    # the deflated matrix stays symmetric, and the in-place update + scoring pass agrees with NumPy
+    between, within = dense.scores(np.ones(K.shape[0], dtype=np.uint8))
+    np.testing.assert_allclose(dense.K, dense.K.T, atol=1e-12)
+    B, W = naive.column_scores(expected, y)
+    np.testing.assert_allclose(between, B, atol=1e-12)
+    np.testing.assert_allclose(within, W, atol=1e-12)
+
+
+def test_stage_deflation_of_several_vectors_is_sequential(small):
+    X, y, K = small
+    d, positive = engine_inputs(K, y)
+    xs = [K[:, j] / np.linalg.norm(K[:, j]) for j in (2, 7, 11)]
+    for kind in ("hotelling", "projection", "schur"):
+        dense = _DenseDeflatedKernel(K.copy(), d, positive, needs_within=False, stage=3)
+        dense.deflate(xs, kind)
+        expected = K
+        for x in xs:
+            expected = naive.deflate(expected, x, kind)
+        np.testing.assert_allclose(dense.materialise(), expected, atol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["projection", "schur", "ortho_projection", "ortho_schur"])
+def test_projection_and_schur_keep_psd(kind):
+    X, y = moons(60, seed=4)
+    est = MatchingPursuitKFD(sigma=SIGMA, n_bases=15, deflation=kind, criterion="optimal", deflated_kernel="dense")
+    est.fit(X, y)
+    K = naive.rbf(X, X, SIGMA)
+    _, _, Kt = naive.select(K, np.where(y > 0, 1, -1), "optimal", kind, 15)
+    d, positive = engine_inputs(K, np.where(y > 0, 1, -1))
+    engine = _DenseDeflatedKernel(K.copy(), d, positive, True, 1)
+    select_bases(engine, est.kernel_, X, "optimal", kind, 15, 1, None, np.random.default_rng(0))
+    for M in (Kt, engine.materialise()):
+        assert np.linalg.eigvalsh(M).min() > -1e-10
+    # Hotelling's deflation with a pseudo-eigenvector does not keep it
+    x = K[:, 3] / np.linalg.norm(K[:, 3])
+    assert np.linalg.eigvalsh(naive.deflate(K, x, "hotelling")).min() < -1e-3
+
+
+def test_projection_deflation_vectors_come_out_orthogonal(small):
+    X, y, K = small
+    d, positive = engine_inputs(K, y)
+    est = MatchingPursuitKFD(sigma=SIGMA).fit(X, y)
+    gram = {}
+    for kind in ("projection", "schur", "hotelling"):
+        engine = _DenseDeflatedKernel(K.copy(), d, positive, False, 1)
+        sel = select_bases(engine, est.kernel_, X, "pseudo", kind, 10, 1, None, np.random.default_rng(0), record=True)
+        V = np.array(sel.vectors)
+        gram[kind] = V @ V.T
+    np.testing.assert_allclose(gram["projection"], np.eye(10), atol=1e-10)
+    np.testing.assert_allclose(gram["schur"], np.eye(10), atol=1e-8)  # Schur's too (K̃ annihilates old x)
+    assert np.abs(gram["hotelling"] - np.eye(10)).max() > 1e-3
+
+
+def _selection(X, y, criterion, deflation, stage, k=12):
+    K = naive.rbf(X, X, SIGMA)
+    d, positive = engine_inputs(K, y)
+    kernel = MatchingPursuitKFD(sigma=SIGMA, n_bases=2).fit(X, y).kernel_
+    engine = _DenseDeflatedKernel(K.copy(), d, positive, criterion in ("optimal", "reverse"), stage)
+    sel = select_bases(engine, kernel, X, criterion, deflation, k, stage, None, np.random.default_rng(0), record=True)
+    return sel, engine.materialise()
+
+
+def test_ortho_variants_differ_where_they_should(small):
+    X, y, K = small
+    # Hotelling: its x's are not orthogonal, so Gram–Schmidt changes the deflation from the 2nd basis on
+    plain, K_plain = _selection(X, y, "pseudo", "hotelling", 1)
+    ortho, K_ortho = _selection(X, y, "pseudo", "ortho_hotelling", 1)
+    assert np.abs(K_plain - K_ortho).max() > 1e-3
+    # Projection at stage 1: x's already orthogonal, so identical; at stage 2 a round's x's are not
+    plain, K_plain = _selection(X, y, "pseudo", "projection", 1)
+    ortho, K_ortho = _selection(X, y, "pseudo", "ortho_projection", 1)
+    np.testing.assert_array_equal(plain.bases, ortho.bases)
+    np.testing.assert_allclose(K_plain, K_ortho, atol=1e-9)
+    plain, K_plain = _selection(X, y, "pseudo", "projection", 2)
+    ortho, K_ortho = _selection(X, y, "pseudo", "ortho_projection", 2)
+    assert np.abs(K_plain - K_ortho).max() > 1e-3
+    # Schur only sees x modulo the null space of K̃ (which holds the earlier x's): equal at every stage
+    for stage in (1, 2, 5):
+        plain, K_plain = _selection(X, y, "optimal", "schur", stage)
+        ortho, K_ortho = _selection(X, y, "optimal", "ortho_schur", stage)
+        np.testing.assert_array_equal(plain.bases, ortho.bases)
+        np.testing.assert_allclose(K_plain, K_ortho, atol=1e-8)
+
+
+# ------------------------------------------------------------ against the twin
+@pytest.mark.parametrize("stage", [1, 3])
+@pytest.mark.parametrize("criterion", CRITERIA)
+def test_matches_naive_twin_for_every_deflation(criterion, stage):
+    X, y = moons(50, seed=2)
+    yy = np.where(y > 0, 1, -1)
+    K = naive.rbf(X, X, SIGMA)
+    for deflation in DEFLATIONS:
+        est = MatchingPursuitKFD(
+            sigma=SIGMA, n_bases=9, criterion=criterion, deflation=deflation, stage=stage, mu=MU, random_state=7
+        ).fit(X, y)
+        perm = np.random.default_rng(7).permutation(50) if criterion == "random" else None
+        bases, _, _ = naive.select(K, yy, criterion, deflation, 9, stage, perm)
+        np.testing.assert_array_equal(est.bases_, bases, err_msg=f"{criterion} {deflation}")
+        alpha, b, out = naive.nystroem_fda(K, yy, list(bases), MU)
+        np.testing.assert_allclose(est.decision_function(X), out, atol=1e-7)
+        np.testing.assert_allclose(est.alpha_, alpha, rtol=1e-6, atol=1e-8)
+        assert est.n_retained_ == 9
+
+
+def test_stage_picks_s_per_round(small):
+    X, y, K = small
+    for stage, rounds in ((1, 12), (2, 6), (5, 3), (12, 1)):
+        est = MatchingPursuitKFD(sigma=SIGMA, n_bases=12, stage=stage).fit(X, y)
+        assert est.n_rounds_ == rounds and est.n_bases_ == 12
+    # the first round takes the s best of the undeflated kernel
+    B, _ = naive.column_scores(K, y)
+    est = MatchingPursuitKFD(sigma=SIGMA, n_bases=12, stage=5).fit(X, y)
+    np.testing.assert_array_equal(est.bases_[:5], np.argsort(-B, kind="stable")[:5])
+    sel, _ = _selection(X, y, "pseudo", "ortho_schur", 5)
+    assert len(sel.vectors) == 12
+
+
+def test_all_bases_without_deflation_is_full_fda_on_nystroem_features():
+    r = np.random.default_rng(5)
+    X = r.uniform(-3, 3, size=(30, 2)) * 2.0
+    y = np.where(X[:, 0] * X[:, 1] > 0, 1, -1)
+    sigma = 0.7
+    K = naive.rbf(X, X, sigma)
+    assert np.linalg.cond(K) < 1e4
+    est = MatchingPursuitKFD(sigma=sigma, n_bases=30, deflation="none", mu=MU).fit(X, y)
+    assert est.n_bases_ == 30 and est.n_retained_ == 30
+    alpha, b, out = naive.nystroem_fda(K, y, list(est.bases_), MU)
+    np.testing.assert_allclose(est.decision_function(X), out, atol=1e-8)
+    # = KFD with the regulariser μK: (KCK + μK)α = K(e₊/ℓ₊ - e₋/ℓ₋), up to scale
+    pos = y > 0
+    Cc = np.eye(30)
+    for cls in (pos, ~pos):
+        idx = np.flatnonzero(cls)
+        Cc[np.ix_(idx, idx)] -= 1.0 / idx.size
+    dvec = np.where(pos, 1.0 / pos.sum(), -1.0 / (~pos).sum())
+    direct = np.linalg.solve(K @ Cc @ K + MU * K, K @ dvec)
+    coef = np.zeros(30)
+    coef[est.support_] = est.dual_coef_[:, 0]
+    np.testing.assert_allclose(coef / np.abs(coef).max(), direct / np.abs(direct).max(), atol=1e-6)
+    # and its labels agree with the full KFD baseline on fresh points
+    Xt = r.uniform(-6, 6, size=(400, 2))
+    kfd = KFD(sigma=sigma, mu=MU).fit(X, y)
+    assert np.mean(kfd.predict(Xt) == est.predict(Xt)) > 0.9
+
+
+# ------------------------------------------------------------ options and paths
+def test_random_is_reproducible_with_random_state(small):
+    X, y, _ = small
+    fits = [
+        MatchingPursuitKFD(sigma=SIGMA, n_bases=10, criterion="random", random_state=s).fit(X, y) for s in (3, 3, 4)
+    ]
+    np.testing.assert_array_equal(fits[0].bases_, fits[1].bases_)
+    np.testing.assert_array_equal(fits[0].alpha_, fits[1].alpha_)
+    assert not np.array_equal(fits[0].bases_, fits[2].bases_)
+    subset = [MatchingPursuitKFD(sigma=SIGMA, n_bases=10, n_candidates=8, random_state=11).fit(X, y) for _ in range(2)]
+    np.testing.assert_array_equal(subset[0].bases_, subset[1].bases_)
+
+
+def test_candidate_subset_scores_only_the_subset(small):
+    X, y, K = small
+    full = MatchingPursuitKFD(sigma=SIGMA, n_bases=10, n_candidates=50).fit(X, y)
+    ref = MatchingPursuitKFD(sigma=SIGMA, n_bases=10).fit(X, y)
+    np.testing.assert_array_equal(full.bases_, ref.bases_)  # a subset as large as the pool is no subset
+    # with one candidate per round the choice is the random subset itself
+    one = MatchingPursuitKFD(sigma=SIGMA, n_bases=10, n_candidates=1, criterion="optimal", random_state=2).fit(X, y)
+    r = np.random.default_rng(2)
+    available = np.ones(50, dtype=bool)
+    expected = []
+    for _ in range(10):
+        j = int(r.choice(np.flatnonzero(available), 1, replace=False)[0])
+        available[j] = False
+        expected.append(j)
+    np.testing.assert_array_equal(one.bases_, expected)
+
+
+@pytest.mark.parametrize(
+    "criterion, deflation, stage",
+    [
+        ("pseudo", "ortho_schur", 1),
+        ("optimal", "schur", 2),
+        ("reverse", "ortho_projection", 3),
+        ("pseudo", "hotelling", 1),
+    ],
+)
+def test_implicit_path_agrees_with_dense(criterion, deflation, stage, small):
+    X, y, _ = small
+    common = dict(sigma=SIGMA, n_bases=12, criterion=criterion, deflation=deflation, stage=stage, random_state=0)
+    dense = MatchingPursuitKFD(deflated_kernel="dense", **common).fit(X, y)
+    implicit = MatchingPursuitKFD(deflated_kernel="implicit", n_landmarks=50, **common).fit(X, y)
+    np.testing.assert_array_equal(dense.bases_, implicit.bases_)
+    np.testing.assert_allclose(dense.decision_function(X), implicit.decision_function(X), atol=1e-8)
+
+
+def test_implicit_path_with_few_landmarks_still_learns():
+    X, y = moons(150, seed=6)
+    Xt, yt = moons(400, seed=7)
+    dense = MatchingPursuitKFD(sigma=SIGMA, n_bases=20, deflated_kernel="dense").fit(X, y)
+    implicit = MatchingPursuitKFD(sigma=SIGMA, n_bases=20, deflated_kernel="implicit", n_landmarks=40, random_state=0)
+    implicit.fit(X, y)
+    assert implicit.n_bases_ == 20
+    assert implicit.score(Xt, yt) > dense.score(Xt, yt) - 0.05
+
+
+def test_memory_budget_of_the_dense_path(small, capsys):
+    X, y, _ = small
+    with pytest.raises(ValueError, match="max_memory_gb"):
+        MatchingPursuitKFD(sigma=SIGMA, deflated_kernel="dense", max_memory_gb=1e-6).fit(X, y)
+    # 8ℓ² = 20000 bytes do not fit, Φ (50 × 10) does: "auto" takes the implicit path
+    auto = MatchingPursuitKFD(sigma=SIGMA, n_bases=5, n_landmarks=10, max_memory_gb=1.5e-5, verbose=1).fit(X, y)
+    assert "implicit" in capsys.readouterr().out
+    assert auto.n_bases_ == 5
+
+
+def test_dependent_candidates_are_skipped():
+    X, y = moons(20, seed=8)
+    X = np.vstack([X, X])  # every point twice
+    y = np.concatenate([y, y])
+    est = MatchingPursuitKFD(sigma=SIGMA, n_bases=30, deflation="none", criterion="optimal").fit(X, y)
+    assert est.n_bases_ <= 20 and est.n_rejected_ >= 1
+    assert len(set(map(tuple, X[est.bases_]))) == est.n_bases_
+    assert np.isfinite(est.decision_function(X)).all()
+
+
+def test_more_bases_than_points_are_clamped(small):
+    X, y, _ = small
+    est = MatchingPursuitKFD(sigma=2.0, n_bases=500, deflation="schur").fit(X[:12], y[:12])
+    assert est.n_bases_ <= 12
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"criterion": "fisher"}, "criterion"),
+        ({"deflation": "gram"}, "deflation"),
+        ({"stage": 0}, "stage"),
+        ({"n_bases": 0}, "n_bases"),
+        ({"mu": 0.0}, "mu"),
+        ({"n_candidates": 0}, "n_candidates"),
+        ({"deflated_kernel": "sparse"}, "deflated_kernel"),
+        ({"n_landmarks": -1}, "n_landmarks"),
+    ],
+)
+def test_bad_parameters(params, match, small):
+    X, y, _ = small
+    with pytest.raises(ValueError, match=match):
+        MatchingPursuitKFD(**params).fit(X, y)
+
+
+def test_banana_default_is_accurate_and_sparse():
+    from kfdnumba import load_banana
+
+    Xtr, ytr, Xte, yte = load_banana(1)
+    est = MatchingPursuitKFD(**MatchingPursuitKFD.demo_params).fit(Xtr, ytr)
+    assert est.n_retained_ <= 0.2 * Xtr.shape[0]
+    assert 1.0 - est.score(Xte, yte) < 0.12
+
+
+def test_candidate_subset_without_deflation_takes_the_best_of_each_subset(small):
+    X, y, K = small
+    B, W = naive.column_scores(K, y)
+    ratio = B / (W + 1e-12 * W.max())
+    est = MatchingPursuitKFD(sigma=SIGMA, n_bases=6, criterion="optimal", deflation="none", n_candidates=5)
+    est.set_params(random_state=9).fit(X, y)
+    r = np.random.default_rng(9)
+    available = np.ones(50, dtype=bool)
+    for j in est.bases_:
+        subset = r.choice(np.flatnonzero(available), 5, replace=False)
+        assert j == subset[np.argmax(ratio[subset])]
+        available[j] = False
