@@ -13,6 +13,7 @@ from .reformative_kfd import ReformativeKFD
 from .dda import DDA, DDAClassifier
 from .lq_kfd import LqKFD
 from .matching_pursuit_kfd import MatchingPursuitKFD
+from .sparse_greedy_kfd import SparseGreedyKFD
 
 __all__ = [
     "KFD",
@@ -21,6 +22,7 @@ __all__ = [
     "DDAClassifier",
     "LqKFD",
     "MatchingPursuitKFD",
+    "SparseGreedyKFD",
     "NotFittedError",
     "load_banana",
     "load_ida",

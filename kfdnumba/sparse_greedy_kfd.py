@@ -1,0 +1,520 @@
+"""Sparse greedy kernel Fisher discriminant (Mika, Smola & Schölkopf 2001).
+
+Paper: "An Improved Training Algorithm for Kernel Fisher Discriminants"
+(``../shared/papers/mika-smola-schoelkopf-2001-sparse-greedy-kfd.txt``);
+section 2 of ``../shared/notes/ALGORITHMS.md``.
+
+Problem (3) restricted to an expansion set I of m training indices,
+``K_m = K[:, I]``, ``Z = [1 K_m]`` and ``a = [b; α]``::
+
+    min ½||ξ||² + C/2 P(α)   s.t.  K_m α + 1b = y + ξ,  1₊ᵀξ = 0,  1₋ᵀξ = 0
+
+with ``P(α) = ||α||²`` (``regularizer="l2"``) or ``αᵀK_IIα`` (``"kernel"``).
+Eq. (4): ``H = ZᵀZ + C diag(0, P)``, ``c = Zᵀy``, ``A± = Zᵀ1±``; the solution is
+eq. (8) ``a = H⁻¹(c - λ₊A₊ - λ₋A₋)`` with λ from the 2 × 2 system (9).
+
+The 2 × 2 system in closed form. Because the intercept is not regularised,
+``H e₀ = Zᵀ1 = A₊ + A₋`` and ``c = A₊ - A₋``; every quantity of (9) is then a
+function of the single number ``s = A₊ᵀH⁻¹A₊``. With ``h = ℓ₊ℓ₋/ℓ`` and
+``q = s - ℓ₊²/ℓ`` (the part of s explained by the kernel columns; with the
+Cholesky factor ``H = LLᵀ`` and ``w = L⁻¹A₊``, ``q = Σ_{i≥1} w_i²``):
+
+* the optimum of (5) (= the dual (7)) is ``J = 2h²/q - 2h``;
+* ``a = μ H⁻¹A₊ + ν e₀`` with ``μ = 2h/q``: the solution is the regularised
+  least-squares fit of the class indicator, rescaled so that the class means
+  of the output are exactly ±1 (constraints (3b)); the multipliers are
+  ``λ₊ = 1 - μ - ν``, ``λ₋ = -(1 + ν)``.
+
+So a candidate j is scored exactly (not approximately) by the objective the
+enlarged problem would reach: border the factor with
+``B = [1ᵀk_j; K_mᵀk_j + C P_col]`` and ``k_jᵀk_j + C P_jj`` (Lemma 1, as a
+Cholesky append: ``l = L⁻¹B``, Schur complement ``γ = k_jᵀk_j + C P_jj - lᵀl``),
+then ``q' = q + r²`` with ``r = (1₊ᵀk_j - lᵀw)/√γ``; the best candidate has the
+largest ``r²`` (the lowest ``J' = 2h²/q' - 2h``). Candidates with a Schur
+complement below ``1e-11 (k_jᵀk_j + C P_jj)`` are numerically in the span of the
+expansion: they are refused and never offered to that class again.
+
+The second rule, ``selection="infeasibility"``, picks the candidate with the
+largest violation of its row of the dual constraint (8a),
+``|k_jᵀ(ξ + λ₊1₊ + λ₋1₋) + C (Pα)_j|``.
+
+Steps (section 4.1): draw κ (``n_candidates``, 59 by Lemma 2) unused indices,
+compute their kernel columns in one block, score them in a ``prange`` loop,
+accept the best, extend the factor. Stop (section 4.1.3) when the mean relative
+objective improvement ``(J_{t-1} - J_t)/J_{t-1}`` over the last ``window``
+steps is below ``tol``, or at ``max_bases``. With the infeasibility rule the
+stopped quantity is the largest candidate violation relative to the first one,
+averaged over the last ``window`` steps (the paper's second rule).
+
+Multi-class (section 4.1.3): one-against-the-rest where every class tests the
+SAME κ candidates at each step, so each kernel column is computed once; each
+class keeps its own expansion, factor and stopping rule. Accepted columns are
+stored once even when several classes choose the same index.
+
+``threshold="optimized"`` (section 6.2) replaces the solution's b by a threshold
+on the 1-D training outputs: the one with the fewest training errors, and among
+those the midpoint of the widest gap between consecutive outputs (the maximum
+margin threshold when the outputs are separable, a 1-D linear SVM).
+
+Probabilities (section 5) come from the base class: Gaussian
+class-conditionals on the output with means ±1 (the constraints make the
+training class means exactly ±1), variances ``Σ_class ξ_i² / (ℓ± - 1)`` and
+priors ``ℓ±/ℓ``, Bayes' rule.
+
+Complexity per step: kernel columns O(κℓd); ``K_mᵀK_cand`` O(κℓm) (BLAS, the
+dominant term, shared by all classes for columns they share); the bordered
+factor O(κm²) per class in the ``prange`` loop. Memory O(ℓm) for the accepted
+kernel columns plus O(ℓκ) for the candidate block and O(m²) per class for the
+factor: nothing ℓ × ℓ is ever formed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numba
+import numpy as np
+
+from ._base import Interval, KernelClassifier, KernelExpansion, Options, check_memory, register
+from ._jit import jit
+from ._linalg import cholesky_append, cholesky_solve, forward_substitution
+
+__all__ = ["SparseGreedyKFD"]
+
+#: Refuse a candidate whose Schur complement is below this fraction of its diagonal.
+SCHUR_RELATIVE_FLOOR = 1e-11
+#: Multiply-adds above which stored-column × candidate products go to BLAS (below: one Numba loop,
+#: which avoids BLAS thread start-up costing more than the product on small problems).
+BLAS_MIN_WORK = 1 << 24
+
+
+# ----------------------------------------------------------------------- kernels
+@jit
+def _row_products(rows, n_rows, cand_t, out):
+    """``out[i, j] = rows[i] · cand_t[j]`` for ``i < n_rows`` (contiguous dot products)."""
+    n_cand, n = cand_t.shape
+    for task in numba.prange(n_rows * n_cand):
+        i = task // n_cand
+        j = task - i * n_cand
+        s = 0.0
+        for k in range(n):
+            s += rows[i, k] * cand_t[j, k]
+        out[i, j] = s
+
+
+#: Fixed number of row chunks of the column statistics (same sums with any thread count).
+_STAT_CHUNKS = 16
+
+
+@jit
+def _column_statistics(cand_cols, positive):
+    """One pass over the candidate block: ``1ᵀk_j``, ``k_jᵀk_j`` and ``1₊ᵀk_j`` per class.
+
+    Rows are split into a fixed number of chunks, each summed by one thread into
+    its own slot, and the chunks are added in order afterwards.
+    """
+    n, n_cand = cand_cols.shape
+    n_models = positive.shape[0]
+    partial = np.zeros((_STAT_CHUNKS, 2 + n_models, n_cand))
+    for chunk in numba.prange(_STAT_CHUNKS):
+        lo = chunk * n // _STAT_CHUNKS
+        hi = (chunk + 1) * n // _STAT_CHUNKS
+        for i in range(lo, hi):
+            for j in range(n_cand):
+                v = cand_cols[i, j]
+                partial[chunk, 0, j] += v
+                partial[chunk, 1, j] += v * v
+            for c in range(n_models):
+                if positive[c, i]:
+                    for j in range(n_cand):
+                        partial[chunk, 2 + c, j] += cand_cols[i, j]
+    total = np.zeros((2 + n_models, n_cand))
+    for chunk in range(_STAT_CHUNKS):
+        total += partial[chunk]
+    return total
+
+
+def _stored_products(stored: np.ndarray, n_stored: int, cand_cols: np.ndarray) -> np.ndarray:
+    """``stored[:n_stored] @ cand_cols``: BLAS when large, else one Numba loop."""
+    if n_stored * cand_cols.size >= BLAS_MIN_WORK:
+        return stored[:n_stored] @ cand_cols
+    out = np.empty((n_stored, cand_cols.shape[1]))
+    _row_products(stored, n_stored, np.ascontiguousarray(cand_cols.T), out)
+    return out
+
+
+@jit(parallel=False)
+def _bordering_vector(c, j, m, slots, support, stored_gram, cand_cols, col_sum, C, kernel_reg, out):
+    """Fill ``out[:m+1]`` with B = [1ᵀk_j; K_mᵀk_j + C P_col] for class c (eq. 4, Lemma 1)."""
+    out[0] = col_sum[j]
+    for i in range(m):
+        value = stored_gram[slots[c, i], j]
+        if kernel_reg:
+            value += C * cand_cols[support[c, i], j]
+        out[i + 1] = value
+
+
+@jit
+def _score_candidates(
+    factors, n_bases, slots, support, stored_gram, cand_cols, col_sum, new_diag, pos_sum, w_pos, C, kernel_reg,
+    candidate_ok, schur_floor, gains, schur,
+):
+    """Score every (class, candidate) pair by the gain r² of the bordered factor.
+
+    ``gains[c, j]`` = r² (the enlarged objective is ``2h²/(q + r²) - 2h``), -1
+    for a pair that is not allowed or whose Schur complement ``schur[c, j]`` is
+    below ``schur_floor * new_diag[j]``. Each pair writes only its own slots.
+    """
+    n_models = factors.shape[0]
+    n_cand = col_sum.shape[0]
+    for task in numba.prange(n_models * n_cand):
+        c = task // n_cand
+        j = task - c * n_cand
+        gains[c, j] = -1.0
+        schur[c, j] = 0.0
+        if not candidate_ok[c, j]:
+            continue
+        size = n_bases[c] + 1  # H is (m + 1) × (m + 1): intercept plus m bases
+        border = np.empty(size)
+        _bordering_vector(c, j, n_bases[c], slots, support, stored_gram, cand_cols, col_sum, C, kernel_reg, border)
+        ell = forward_substitution(factors[c], size, border)
+        rho = new_diag[j] - np.dot(ell, ell)
+        schur[c, j] = rho
+        if rho > schur_floor * new_diag[j]:
+            r = pos_sum[c, j] - np.dot(ell, w_pos[c, :size])
+            gains[c, j] = r * r / rho
+
+
+@jit(parallel=False)
+def _accept_candidate(
+    factors, w_pos, pos_const, c, j, m, slots, support, stored_gram, cand_cols, col_sum, new_diag, pos_sum, C,
+    kernel_reg, schur_floor,
+):
+    """Border class c's factor with candidate j; write the new entries of L and L⁻¹A₊.
+
+    Also appends ``1₊ᵀk_j`` to ``pos_const[c]`` (the vector A₊). Returns the gain
+    r² (-1 if the Schur complement is too small: nothing is written then).
+    """
+    size = m + 1
+    border = np.empty(size)
+    _bordering_vector(c, j, m, slots, support, stored_gram, cand_cols, col_sum, C, kernel_reg, border)
+    L = factors[c]
+    rho = cholesky_append(L, size, border, new_diag[j], schur_floor * new_diag[j])
+    if not rho > schur_floor * new_diag[j]:
+        return -1.0
+    r = (pos_sum[c, j] - np.dot(L[size, :size], w_pos[c, :size])) / L[size, size]
+    w_pos[c, size] = r
+    pos_const[c, size] = pos_sum[c, j]
+    return r * r
+
+
+# ----------------------------------------------------------------------- helpers
+def optimized_threshold(output: np.ndarray, y: np.ndarray) -> float:
+    """Threshold on 1-D outputs: fewest training errors, then the widest gap (section 6.2).
+
+    Points with ``output > threshold`` are predicted +1. Among the cut positions
+    between consecutive sorted outputs with the minimal number of errors, the
+    one with the widest gap wins and the threshold is its midpoint (the maximum
+    margin threshold when the classes are separable).
+    """
+    order = np.argsort(output, kind="stable")
+    f = output[order]
+    pos = y[order] > 0
+    n = f.shape[0]
+    # cut i: predict - for f[:i], + for f[i:]
+    pos_below = np.concatenate(([0], np.cumsum(pos)))
+    neg_above = (~pos).sum() - np.concatenate(([0], np.cumsum(~pos)))
+    errors = pos_below + neg_above
+    gap = np.full(n + 1, -1.0)
+    gap[1:n] = f[1:] - f[:-1]
+    best = np.flatnonzero(errors == errors.min())
+    i = int(best[np.argmax(gap[best])])
+    if i == 0:
+        return float(f[0] - 1.0)
+    if i == n:
+        return float(f[-1] + 1.0)
+    return float(0.5 * (f[i - 1] + f[i]))
+
+
+def _stop_now(history: list[float], window: int, tol: float) -> bool:
+    """Mean of the last ``window`` values of ``history`` below ``tol``."""
+    return len(history) >= window and float(np.mean(history[-window:])) < tol
+
+
+# --------------------------------------------------------------------- estimator
+@register("SparseGreedyKFD")
+@dataclass(kw_only=True, eq=False)
+class SparseGreedyKFD(KernelClassifier):
+    """Sparse greedy kernel Fisher discriminant (Mika, Smola & Schölkopf 2001).
+
+    Parameters
+    ----------
+    C : float, default 1e-3
+        Regularisation constant of problem (3).
+    regularizer : {"l2", "kernel"}, default "l2"
+        ``P(α) = ||α||²`` or ``αᵀK_IIα``.
+    n_candidates : int, default 59
+        κ, random candidates scored per step (Lemma 2: 59 gives, with
+        probability 0.95, one of the best 5 %).
+    max_bases : int, default 500
+        Largest expansion per class (clipped to the training set size).
+    tol : float, default 1e-3
+        Stop when the mean relative improvement of the objective over the last
+        ``window`` steps is below ``tol`` (0 disables the rule).
+    window : int, default 5
+        p of section 4.1.3.
+    selection : {"objective", "infeasibility"}, default "objective"
+        Candidate rule of section 4.1.1.
+    threshold : {"qp", "optimized"}, default "qp"
+        The solution's b, or the 1-D error/margin threshold of section 6.2.
+    max_memory_gb : float, default 4.0
+        Refuse fits whose stored kernel columns (ℓ × m per class at most) and
+        Cholesky factors would exceed this.
+    kernel, sigma, n_jobs, verbose, random_state
+        See :class:`kfdnumba._base.KernelClassifier`.
+
+    Attributes
+    ----------
+    support_ : ndarray
+        Training indices used by any class's expansion.
+    bases_ : ndarray or list of ndarray
+        Each class's chosen indices, in the order they were accepted.
+    objective_path_ : ndarray or list of ndarray
+        Objective (5) (= dual (7)) after each accepted basis.
+    multipliers_ : ndarray (2,) or list
+        λ₊, λ₋ of eq. (9) at the final solution.
+    infeasibility_path_ : ndarray or list
+        Largest candidate violation of (8a) per step (``selection="infeasibility"``).
+    n_kernel_columns_ : int
+        Kernel columns computed during fit (κ per step, shared by all classes).
+    """
+
+    C: float = 1e-3
+    regularizer: str = "l2"
+    n_candidates: int = 59
+    max_bases: int = 500
+    tol: float = 1e-3
+    window: int = 5
+    selection: str = "objective"
+    threshold: str = "qp"
+    max_memory_gb: float = 4.0
+
+    _parameter_constraints: ClassVar[dict] = {
+        "C": [Interval("real", 0, None, "left")],
+        "regularizer": [Options(("l2", "kernel"))],
+        "n_candidates": [Interval("int", 1, None)],
+        "max_bases": [Interval("int", 1, None)],
+        "tol": [Interval("real", 0, None, "left")],
+        "window": [Interval("int", 1, None)],
+        "selection": [Options(("objective", "infeasibility"))],
+        "threshold": [Options(("qp", "optimized"))],
+        "max_memory_gb": [Interval("real", 0, None, "neither")],
+    }
+    search_grid: ClassVar[dict] = {"sigma": [0.35, 0.5, 0.7, 1.0], "C": [1e-3, 1e-2, 1e-1]}
+    demo_params: ClassVar[dict] = {"sigma": 0.7, "C": 1e-2, "max_bases": 80}
+
+    # ------------------------------------------------------------------ fit
+    def _fit_binary(self, X, y, rng):
+        return self._fit_greedy(X, y[None, :], rng)[0]
+
+    def _fit_one_vs_rest(self, X, targets, rng):
+        return self._fit_greedy(X, targets, rng)
+
+    def _fit_greedy(self, X: np.ndarray, targets: np.ndarray, rng: np.random.Generator) -> list[KernelExpansion]:
+        """All classes at once, testing the same candidates at each step."""
+        n, n_models = X.shape[0], targets.shape[0]
+        kernel = self.kernel_
+        kernel_reg = self.regularizer == "kernel"
+        C = float(self.C)
+        max_bases = min(self.max_bases, n)
+        positive = targets > 0  # (n_models, n)
+        n_pos = positive.sum(axis=1).astype(np.float64)
+        h = n_pos * (n - n_pos) / n  # ℓ₊ℓ₋/ℓ per class
+        kdiag = kernel.diag(X)
+
+        capacity = min(n, n_models * max_bases)  # distinct accepted columns, at most
+        check_memory(
+            8.0 * (capacity * n + n_models * (max_bases + 1) ** 2 + 4 * n * self.n_candidates),
+            self.max_memory_gb,
+            f"SparseGreedyKFD with {n} training points, {n_models} model(s) and max_bases={max_bases}",
+        )
+        # Per-class state. factors[c, :m+1, :m+1] is the Cholesky factor of H (eq. 4).
+        factors = np.zeros((n_models, max_bases + 1, max_bases + 1))
+        factors[:, 0, 0] = np.sqrt(n)
+        w_pos = np.zeros((n_models, max_bases + 1))  # L⁻¹A₊
+        w_pos[:, 0] = n_pos / np.sqrt(n)
+        pos_const = np.zeros((n_models, max_bases + 1))  # A₊ = [ℓ₊; K_mᵀ1₊]
+        pos_const[:, 0] = n_pos
+        q = np.zeros(n_models)
+        n_bases = np.zeros(n_models, dtype=np.int64)
+        support = np.zeros((n_models, max_bases), dtype=np.int64)
+        slots = np.zeros((n_models, max_bases), dtype=np.int64)
+        usable = np.ones((n_models, n), dtype=bool)  # not chosen, not refused
+        active = np.ones(n_models, dtype=bool)
+        objective = [[] for _ in range(n_models)]
+        improvement = [[] for _ in range(n_models)]
+        infeasibility = [[] for _ in range(n_models)]
+        scale = np.zeros(n_models)  # first infeasibility (its stopping rule is relative)
+        first_rejects = [[] for _ in range(n_models)]
+
+        # Accepted kernel columns, one row each, stored once for all classes (O(ℓm)).
+        stored = np.empty((capacity, n))
+        slot_of = np.full(n, -1, dtype=np.int64)
+        n_stored = 0
+        n_columns = 0
+        step = 0
+        while active.any():
+            step += 1
+            pool = np.flatnonzero(usable[active].any(axis=0))
+            if pool.size == 0:
+                break
+            cand = np.sort(rng.choice(pool, size=min(self.n_candidates, pool.size), replace=False))
+            cand_cols = kernel.columns(X, cand)  # ℓ × κ, one block
+            n_columns += cand.size
+            stats = _column_statistics(cand_cols, positive)
+            col_sum = stats[0]  # 1ᵀk_j
+            new_diag = stats[1] + C * (kdiag[cand] if kernel_reg else 1.0)  # k_jᵀk_j + C P_jj
+            pos_sum = np.ascontiguousarray(stats[2:])  # (n_models, κ): 1₊ᵀk_j
+            stored_gram = _stored_products(stored, n_stored, cand_cols) if n_stored else np.zeros((1, cand.size))
+            candidate_ok = usable[:, cand] & active[:, None]
+            gains = np.empty((n_models, cand.size))
+            schur = np.empty((n_models, cand.size))
+            _score_candidates(
+                factors, n_bases, slots, support, stored_gram, cand_cols, col_sum, new_diag, pos_sum, w_pos, C,
+                kernel_reg, candidate_ok, SCHUR_RELATIVE_FLOOR, gains, schur,
+            )
+            # never offer again what is (numerically) in the span of a class's expansion
+            refused = candidate_ok & (gains < 0)
+            for c in np.flatnonzero(refused.any(axis=1)):
+                usable[c, cand[refused[c]]] = False
+            violation = None
+            if self.selection == "infeasibility" and (n_bases[active] > 0).any():
+                violation = self._dual_infeasibility(
+                    X, targets, stored, n_stored, cand_cols, cand, factors, pos_const, n_bases, support, slots, C,
+                    kernel_reg,
+                )
+            for c in np.flatnonzero(active):
+                valid = gains[c] >= 0
+                if n_bases[c] == 0:
+                    valid &= gains[c] > 1e-12 * h[c]  # the first basis must separate the class means
+                    weak = candidate_ok[c] & ~valid  # not drawn again for the first basis only
+                    first_rejects[c].extend(cand[weak].tolist())
+                    usable[c, cand[weak]] = False
+                if not valid.any():
+                    if not usable[c].any():
+                        active[c] = False
+                    continue
+                if violation is not None and n_bases[c] > 0:
+                    score = np.where(valid, violation[c], -np.inf)
+                    j = int(np.argmax(score))
+                    infeasibility[c].append(float(violation[c, j]))
+                    if scale[c] == 0.0:
+                        scale[c] = max(violation[c, j], np.finfo(float).tiny)
+                else:
+                    j = int(np.argmax(np.where(valid, gains[c], -np.inf)))
+                m = int(n_bases[c])
+                gain = _accept_candidate(
+                    factors, w_pos, pos_const, c, j, m, slots, support, stored_gram, cand_cols, col_sum, new_diag,
+                    pos_sum, C, kernel_reg, SCHUR_RELATIVE_FLOOR,
+                )
+                if gain < 0:  # cannot happen after a successful score, but never accept a bad pivot
+                    usable[c, cand[j]] = False
+                    continue
+                index = int(cand[j])
+                if slot_of[index] < 0:
+                    slot_of[index] = n_stored
+                    stored[n_stored] = cand_cols[:, j]
+                    n_stored += 1
+                support[c, m] = index
+                if m == 0 and first_rejects[c]:
+                    usable[c, first_rejects[c]] = True
+                    first_rejects[c] = []
+                slots[c, m] = slot_of[index]
+                n_bases[c] = m + 1
+                usable[c, index] = False
+                old = objective[c][-1] if objective[c] else np.inf
+                q[c] += gain
+                J = 2.0 * h[c] * h[c] / q[c] - 2.0 * h[c]  # optimum of (5) = dual (7)
+                objective[c].append(J)
+                if np.isfinite(old):
+                    improvement[c].append((old - J) / old if old > 0 else 0.0)
+                if n_bases[c] >= max_bases:
+                    active[c] = False
+                elif self.tol > 0:
+                    if violation is not None and infeasibility[c]:
+                        rel = [v / scale[c] for v in infeasibility[c]]
+                        if _stop_now(rel, self.window, self.tol):
+                            active[c] = False
+                    elif self.selection == "objective" and _stop_now(improvement[c], self.window, self.tol):
+                        active[c] = False
+            if self.verbose and (step % 50 == 0 or not active.any()):
+                self._log(f"step {step}: bases per class {n_bases.tolist()}, objective {[o[-1] for o in objective]}")
+
+        if (n_bases == 0).any():
+            raise ValueError(
+                "SparseGreedyKFD found no kernel column that separates the class means "
+                f"(sigma={kernel.sigma:g}); try another sigma."
+            )
+        expansions = []
+        for c in range(n_models):
+            expansions.append(
+                self._solution(c, stored, factors, pos_const, n_bases, support, slots, positive[c], C, kernel_reg,
+                               objective[c], infeasibility[c], n_columns)
+            )
+        return expansions
+
+    # ------------------------------------------------------------- solutions
+    @staticmethod
+    def _coefficients(c, stored, factors, pos_const, n_bases, slots, positive):
+        """Class c's restricted solution: (α, b, f on the training set, λ₊, λ₋) (eqs. 8–9)."""
+        m = int(n_bases[c])
+        v = cholesky_solve(factors[c], m + 1, pos_const[c, : m + 1])  # H⁻¹A₊
+        g = v[1:] @ stored[slots[c, :m]]  # K_m ṽ
+        mean_pos, mean_neg = g[positive].mean(), g[~positive].mean()
+        mu = 2.0 / (mean_pos - mean_neg)
+        alpha = mu * v[1:]
+        b = -0.5 * mu * (mean_pos + mean_neg)
+        nu = b - mu * v[0]
+        return alpha, b, mu * g + b, 1.0 - mu - nu, -(1.0 + nu)
+
+    def _dual_infeasibility(
+        self, X, targets, stored, n_stored, cand_cols, cand, factors, pos_const, n_bases, support, slots, C, kernel_reg
+    ):
+        """``|k_jᵀ(ξ + λ₊1₊ + λ₋1₋) + C (Pα)_j|`` for every class and candidate (rows of 8a)."""
+        n_models = targets.shape[0]
+        residual = np.zeros((n_models, X.shape[0]))
+        reg = np.zeros((n_models, cand.size))
+        for c in range(n_models):
+            if n_bases[c] == 0:
+                continue
+            positive = targets[c] > 0
+            alpha, b, f, lam_pos, lam_neg = self._coefficients(
+                c, stored, factors, pos_const, n_bases, slots, positive
+            )
+            residual[c] = f - targets[c] + np.where(positive, lam_pos, lam_neg)
+            if kernel_reg:
+                reg[c] = C * (alpha @ cand_cols[support[c, : n_bases[c]]])
+        return np.abs(residual @ cand_cols + reg)
+
+    def _solution(self, c, stored, factors, pos_const, n_bases, support, slots, positive, C, kernel_reg, objective,
+                  infeasibility, n_columns):
+        alpha, b, f, lam_pos, lam_neg = self._coefficients(c, stored, factors, pos_const, n_bases, slots, positive)
+        m = int(n_bases[c])
+        thresh = 0.0
+        if self.threshold == "optimized":
+            thresh = optimized_threshold(f, np.where(positive, 1.0, -1.0))
+        return KernelExpansion(
+            support=support[c, :m].copy(),
+            coef=alpha,
+            intercept=float(b),
+            threshold=thresh,
+            train_output=f,
+            info={
+                "bases": support[c, :m].copy(),
+                "objective_path": np.asarray(objective),
+                "multipliers": np.array([lam_pos, lam_neg]),
+                "infeasibility_path": np.asarray(infeasibility),
+                "n_kernel_columns": n_columns,
+            },
+        )

@@ -1,0 +1,305 @@
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from naive_sparse_greedy_kfd import (  # noqa: E402
+    dual_infeasibility,
+    dual_objective,
+    greedy_path,
+    kkt_solve,
+    primal_objective,
+    primal_objective_3,
+    rbf,
+)
+
+from kfdnumba import SparseGreedyKFD  # noqa: E402
+from kfdnumba._kernels import Kernel  # noqa: E402
+from kfdnumba.sparse_greedy_kfd import optimized_threshold  # noqa: E402
+
+SIGMA = 0.8
+
+
+def banana_like(n=90, seed=0):
+    """Two interleaved noisy arcs: a small non-linear problem."""
+    r = np.random.default_rng(seed)
+    y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    t = r.uniform(0, np.pi, n)
+    X = np.column_stack([np.cos(t) + 0.5 * (y < 0), np.sin(t) * y - 0.2 * (y < 0)])
+    return X + 0.25 * r.standard_normal((n, 2)), y
+
+
+def three_classes(n=90, seed=1):
+    r = np.random.default_rng(seed)
+    labels = np.arange(n) % 3
+    centres = np.array([[0.0, 0.0], [2.0, 0.0], [1.0, 1.8]])
+    return centres[labels] + 0.7 * r.standard_normal((n, 2)), labels
+
+
+def fit(X, y, **kw):
+    params = dict(sigma=SIGMA, C=1e-2, n_candidates=12, max_bases=8, tol=0.0, random_state=3, n_jobs=1)
+    params.update(kw)
+    return SparseGreedyKFD(**params).fit(X, y)
+
+
+def coefficient_vector(model, idx, c=0):
+    """[b; α] of class c in the order of ``idx`` (the chosen training indices)."""
+    position = {int(s): r for r, s in enumerate(model.support_)}
+    alpha = np.array([model.dual_coef_[position[int(i)], c] for i in idx])
+    b = model.intercept_[c]
+    return np.concatenate([[b], alpha])
+
+
+# ------------------------------------------------------------------ mathematics
+@pytest.mark.parametrize("regularizer", ["l2", "kernel"])
+@pytest.mark.parametrize("selection", ["objective", "infeasibility"])
+def test_path_matches_brute_force_twin(regularizer, selection):
+    X, y = banana_like()
+    model = fit(X, y, regularizer=regularizer, selection=selection)
+    chosen, objectives = greedy_path(
+        X, y, SIGMA, 1e-2, regularizer, 12, 8, np.random.default_rng(3), selection=selection
+    )
+    assert model.bases_.tolist() == chosen
+    np.testing.assert_allclose(model.objective_path_, objectives, rtol=1e-8)
+
+
+@pytest.mark.parametrize("regularizer", ["l2", "kernel"])
+def test_each_step_equals_direct_kkt_solve(regularizer):
+    X, y = banana_like(80, seed=4)
+    K = rbf(X, X, SIGMA)
+    full = fit(X, y, regularizer=regularizer, max_bases=10)
+    for m in range(1, 11):
+        model = fit(X, y, regularizer=regularizer, max_bases=m)
+        idx = model.bases_.tolist()
+        assert idx == full.bases_[:m].tolist()  # the same path, stopped earlier
+        a, lam = kkt_solve(K, y, idx, 1e-2, regularizer)
+        np.testing.assert_allclose(coefficient_vector(model, idx), a, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(model.multipliers_, lam, rtol=1e-6, atol=1e-9)
+        direct = primal_objective(K, y, idx, 1e-2, regularizer, a)
+        np.testing.assert_allclose(model.objective_path_[-1], direct, rtol=1e-8)
+
+
+@pytest.mark.parametrize("regularizer", ["l2", "kernel"])
+def test_primal_equals_dual_and_kkt_rows_hold(regularizer):
+    X, y = banana_like(100, seed=5)
+    K = rbf(X, X, SIGMA)
+    model = fit(X, y, regularizer=regularizer, max_bases=15, C=0.1)
+    idx = model.bases_.tolist()
+    a = coefficient_vector(model, idx)
+    lam = model.multipliers_
+    primal = primal_objective(K, y, idx, 0.1, regularizer, a)
+    np.testing.assert_allclose(primal, primal_objective_3(K, y, idx, 0.1, regularizer, a), rtol=1e-9)
+    np.testing.assert_allclose(primal, dual_objective(K, y, idx, 0.1, regularizer, a, lam), rtol=1e-8)
+    np.testing.assert_allclose(primal, model.objective_path_[-1], rtol=1e-8)
+    # the dual constraint (8a) holds on the chosen rows, not on the others
+    viol = dual_infeasibility(K, y, idx, 0.1, regularizer, a, lam)
+    scale = np.abs(K).sum()
+    assert viol[idx].max() < 1e-8 * scale
+    assert np.delete(viol, idx).max() > 1e-4
+
+
+@pytest.mark.parametrize("regularizer", ["l2", "kernel"])
+def test_class_mean_outputs_are_plus_minus_one(regularizer):
+    X, y = banana_like(110, seed=6)
+    model = fit(X, y, regularizer=regularizer, max_bases=20)
+    f = model.decision_function(X)
+    assert f[y > 0].mean() == pytest.approx(1.0, abs=1e-9)
+    assert f[y < 0].mean() == pytest.approx(-1.0, abs=1e-9)
+    X3, y3 = three_classes()
+    model = fit(X3, y3, regularizer=regularizer, max_bases=10)
+    out = model._raw_output(X3)  # one-vs-rest outputs (decision_function gives log odds)
+    for c in range(3):
+        assert out[y3 == c, c].mean() == pytest.approx(1.0, abs=1e-9)
+        assert out[y3 != c, c].mean() == pytest.approx(-1.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("selection", ["objective", "infeasibility"])
+def test_objective_never_rises(selection):
+    X, y = banana_like(140, seed=7)
+    model = fit(X, y, max_bases=60, C=1e-3, selection=selection)
+    path = model.objective_path_
+    assert path.shape == (60,)
+    assert np.all(np.diff(path) <= 1e-12 * path[:-1])
+    assert path[-1] < 0.5 * path[0]
+
+
+def test_same_random_state_same_indices_one_or_two_threads():
+    X, y = banana_like(150, seed=8)
+    one = fit(X, y, max_bases=25, n_jobs=1)
+    two = fit(X, y, max_bases=25, n_jobs=2)
+    assert one.bases_.tolist() == two.bases_.tolist()
+    np.testing.assert_array_equal(one.dual_coef_, two.dual_coef_)
+    np.testing.assert_array_equal(one.objective_path_, two.objective_path_)
+    X3, y3 = three_classes()
+    one = fit(X3, y3, n_jobs=1)
+    two = fit(X3, y3, n_jobs=2)
+    for a, b in zip(one.bases_, two.bases_):
+        assert a.tolist() == b.tolist()
+    other = fit(X, y, max_bases=25, random_state=4)
+    assert other.bases_.tolist() != fit(X, y, max_bases=25).bases_.tolist()
+
+
+def test_infeasibility_rule_reduces_the_violation_and_classifies():
+    X, y = banana_like(140, seed=9)
+    Xt, yt = banana_like(400, seed=10)
+    model = fit(X, y, selection="infeasibility", max_bases=30)
+    path = model.infeasibility_path_
+    assert path.shape == (29,)  # one per step after the first (objective-chosen) basis
+    assert path[-5:].mean() < 0.5 * path[:5].mean()
+    assert model.score(Xt, yt) > 0.8
+    # its stopping rule: the largest violation relative to the first, averaged over the window
+    stopped = fit(X, y, selection="infeasibility", max_bases=100, tol=0.05, window=3)
+    rel = stopped.infeasibility_path_ / stopped.infeasibility_path_[0]
+    assert rel[-3:].mean() < 0.05
+    assert all(rel[t - 2 : t + 1].mean() >= 0.05 for t in range(2, rel.size - 1))
+
+
+def test_stopping_rule_mean_relative_improvement():
+    X, y = banana_like(150, seed=11)
+    model = fit(X, y, max_bases=150, tol=2e-2, window=3, C=1e-2)
+    path = model.objective_path_
+    rel = -np.diff(path) / path[:-1]
+    means = np.array([rel[t - 2 : t + 1].mean() for t in range(2, rel.size)])
+    assert means[-1] < 2e-2
+    assert np.all(means[:-1] >= 2e-2)
+    assert len(model.bases_) < 150
+
+
+def test_probabilities_follow_section_5():
+    X, y = banana_like(120, seed=12)
+    Xt, _ = banana_like(50, seed=13)
+    model = fit(X, y, max_bases=20)
+    P = model.predict_proba(Xt)
+    assert P.shape == (50, 2)
+    assert np.all((P >= 0) & (P <= 1))
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    # section 5 by hand: means ±1, σ±² = Σ ξ² / (ℓ± - 1), priors ℓ±/ℓ
+    f_train = model.decision_function(X)
+    xi = f_train - y
+    q = model.decision_function(Xt)
+    dens = []
+    for label in (-1, 1):
+        mask = y == label
+        var = (xi[mask] ** 2).sum() / (mask.sum() - 1)
+        dens.append(mask.mean() * np.exp(-((q - label) ** 2) / (2 * var)) / np.sqrt(2 * np.pi * var))
+    np.testing.assert_allclose(P[:, 1], dens[1] / (dens[0] + dens[1]), rtol=1e-8, atol=1e-12)
+    X3, y3 = three_classes()
+    P3 = fit(X3, y3).predict_proba(X3)
+    assert P3.shape == (90, 3)
+    assert np.all((P3 >= 0) & (P3 <= 1))
+    np.testing.assert_allclose(P3.sum(axis=1), 1.0)
+
+
+# ------------------------------------------------------------------ multi-class
+def test_one_vs_rest_shares_candidate_columns():
+    X, y = three_classes(96)
+    K = rbf(X, X, SIGMA)
+    model = fit(X, y, max_bases=6, n_candidates=10)
+    # every class accepts one basis per step: 6 steps of 10 shared columns, not 3 × 6 × 10
+    assert all(n == 60 for n in model.n_kernel_columns_)
+    assert len(model.bases_) == 3
+    for c in range(3):
+        idx = model.bases_[c].tolist()
+        assert len(idx) == 6
+        target = np.where(y == c, 1.0, -1.0)
+        a, _ = kkt_solve(K, target, idx, 1e-2, "l2")
+        np.testing.assert_allclose(coefficient_vector(model, idx, c), a, rtol=1e-7, atol=1e-9)
+    assert model.n_retained_ == np.unique(np.concatenate(model.bases_)).size
+    assert model.score(X, y) > 0.8
+
+
+def test_no_gram_block_wider_than_the_candidates(monkeypatch):
+    X, y = banana_like(120, seed=14)
+    widths = []
+    original = Kernel.block
+
+    def recording_block(self, A, B, out=None):
+        widths.append((np.shape(A)[0], np.shape(B)[0]))
+        return original(self, A, B, out)
+
+    monkeypatch.setattr(Kernel, "block", recording_block)
+    fit(X, y, max_bases=30, n_candidates=9)
+    assert widths and all(w <= 9 for _, w in widths)
+
+
+# -------------------------------------------------------------------- threshold
+def test_optimized_threshold_is_error_then_margin_optimal():
+    r = np.random.default_rng(15)
+    f = np.concatenate([r.normal(-1, 0.3, 30), r.normal(1, 0.3, 30)])
+    y = np.concatenate([-np.ones(30), np.ones(30)])
+    # separable: the midpoint of the gap between the classes
+    sep = np.concatenate([r.uniform(-2, -0.5, 20), r.uniform(0.3, 2, 20)])
+    ysep = np.concatenate([-np.ones(20), np.ones(20)])
+    t = optimized_threshold(sep, ysep)
+    assert t == pytest.approx(0.5 * (sep[:20].max() + sep[20:].min()))
+    # overlapping: no midpoint between sorted outputs makes fewer errors
+    t = optimized_threshold(f, y)
+    fs = np.sort(f)
+    cuts = np.concatenate([[fs[0] - 1], 0.5 * (fs[1:] + fs[:-1]), [fs[-1] + 1]])
+    errors = np.array([((f > c) != (y > 0)).sum() for c in cuts])
+    assert ((f > t) != (y > 0)).sum() == errors.min()
+
+
+def test_optimized_threshold_option():
+    X, y = banana_like(120, seed=16)
+    qp = fit(X, y, max_bases=15)
+    opt = fit(X, y, max_bases=15, threshold="optimized")
+    assert qp.bases_.tolist() == opt.bases_.tolist()
+    np.testing.assert_allclose(opt.dual_coef_, qp.dual_coef_)
+    shift = qp.intercept_[0] - opt.intercept_[0]
+    f = qp.decision_function(X)
+    assert shift == pytest.approx(optimized_threshold(f, y))
+    assert (opt.predict(X) != y).sum() <= (qp.predict(X) != y).sum()
+
+
+# ---------------------------------------------------------------- edge cases
+def test_duplicate_points_are_refused_not_nan():
+    X, y = banana_like(40, seed=17)
+    X = np.vstack([X, X, X])
+    y = np.concatenate([y, y, y])
+    model = fit(X, y, max_bases=40, n_candidates=20, C=0.0)
+    assert np.isfinite(model.dual_coef_).all()
+    assert len(set(model.bases_.tolist())) == len(model.bases_)
+    assert len(model.bases_) <= 40
+
+
+def test_max_bases_larger_than_the_training_set():
+    X, y = banana_like(30, seed=18)
+    model = fit(X, y, max_bases=500, n_candidates=100, C=1e-2)
+    assert len(model.bases_) <= 30
+    assert model.score(X, y) > 0.9
+
+
+def test_degenerate_kernel_raises():
+    X, y = banana_like(30, seed=19)
+    with pytest.raises(ValueError, match="separates the class means"):
+        fit(X, y, sigma=1e7)
+
+
+def test_memory_budget_is_enforced():
+    X, y = banana_like(200, seed=20)
+    with pytest.raises(ValueError, match="max_memory_gb"):
+        fit(X, y, max_bases=200, max_memory_gb=1e-4)
+
+
+@pytest.mark.parametrize(
+    "param, value, match",
+    [
+        ("C", -1.0, "'C' parameter"),
+        ("regularizer", "l1", "'regularizer' parameter"),
+        ("n_candidates", 0, "'n_candidates' parameter"),
+        ("max_bases", 0, "'max_bases' parameter"),
+        ("tol", -0.1, "'tol' parameter"),
+        ("window", 0, "'window' parameter"),
+        ("selection", "random", "'selection' parameter"),
+        ("threshold", "svm", "'threshold' parameter"),
+        ("max_memory_gb", 0.0, "'max_memory_gb' parameter"),
+    ],
+)
+def test_bad_parameters(param, value, match):
+    X, y = banana_like(30)
+    with pytest.raises(ValueError, match=match):
+        SparseGreedyKFD(**{param: value}).fit(X, y)
