@@ -7,21 +7,26 @@ space versus 1-NN after DDA fitted on the training fold only. The UCI files in
 ``../shared/data`` have no missing values (checked at load: rows with NaN would
 be dropped and counted, none are).
 
-    /tmp/venv/bin/python benchmarks/dda.py accuracy [--sets uci_iris,...] [--params '{"floor": 1.0}']
-    /tmp/venv/bin/python benchmarks/dda.py speed
+    python benchmarks/dda.py accuracy [--sets uci_iris,...] [--params '{"floor": 1.0}']
+    python benchmarks/dda.py speed
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from kfdnumba.datasets import default_data_dir
-from kfdnumba.dda import (
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from kfdnumba.datasets import default_data_dir  # noqa: E402
+from kfdnumba.dda import (  # noqa: E402
     DDA,
     DDAClassifier,
     _class_weights,

@@ -8,11 +8,11 @@ kernel classifiers (the demo and the benchmarks run them all); KFD comes first.
 
 from ._base import NotFittedError, registered_estimators
 from .datasets import load_banana, load_ida
-from .full_kfd import KFD
-from .reformative_kfd import ReformativeKFD
 from .dda import DDA, DDAClassifier
+from .full_kfd import KFD
 from .lq_kfd import LqKFD
 from .matching_pursuit_kfd import MatchingPursuitKFD
+from .reformative_kfd import ReformativeKFD
 from .sparse_greedy_kfd import SparseGreedyKFD
 
 __all__ = [

@@ -32,7 +32,7 @@ import numpy as np
 
 from ._jit import jit
 
-__all__ = ["Kernel", "make_kernel", "auto_sigma"]
+__all__ = ["Kernel", "make_kernel", "auto_sigma", "row_class_means", "row_class_scatter"]
 
 #: Feature count up to which RBF distances are summed directly rather than by BLAS.
 DIRECT_MAX_DIM = 16
@@ -66,6 +66,38 @@ def _neg_scaled_sqdist_from_gram(out, norms_a, norms_b, gamma):
         for j in range(n_b):
             v = norms_a[i] + norms_b[j] - 2.0 * out[i, j]
             out[i, j] = -gamma * max(v, 0.0)
+
+
+@jit(parallel=False)
+def row_class_means(K, i, positive, n_pos, n_neg):
+    """Return the means of row i of K over the negative and the positive columns, ``(m₋, m₊)``.
+
+    ``positive[j]`` is nonzero for a column of class +1. Serial; called per row
+    from the ``prange`` loops of the methods (class-centred kernel rows).
+    """
+    s_pos = 0.0
+    s_neg = 0.0
+    for j in range(K.shape[1]):
+        if positive[j]:
+            s_pos += K[i, j]
+        else:
+            s_neg += K[i, j]
+    return s_neg / n_neg, s_pos / n_pos
+
+
+@jit(parallel=False)
+def row_class_scatter(K, i, positive, m_neg, m_pos):
+    """Return the sums of squared deviations of row i of K from its class means, ``(q₋, q₊)``."""
+    q_pos = 0.0
+    q_neg = 0.0
+    for j in range(K.shape[1]):
+        if positive[j]:
+            e = K[i, j] - m_pos
+            q_pos += e * e
+        else:
+            e = K[i, j] - m_neg
+            q_neg += e * e
+    return q_neg, q_pos
 
 
 def _exp_inplace(out: np.ndarray) -> None:

@@ -28,6 +28,7 @@ import scipy.linalg
 
 from ._base import Interval, KernelClassifier, KernelExpansion, Options, bayes_threshold, check_memory, register
 from ._jit import jit
+from ._kernels import row_class_means
 
 __all__ = ["KFD"]
 
@@ -46,15 +47,7 @@ def _centre_columns_by_class(K, positive):
     n_neg = n_cols - n_pos
     means = np.empty((n_rows, 2))
     for i in numba.prange(n_rows):
-        s_pos = 0.0
-        s_neg = 0.0
-        for j in range(n_cols):
-            if positive[j]:
-                s_pos += K[i, j]
-            else:
-                s_neg += K[i, j]
-        m_neg = s_neg / n_neg
-        m_pos = s_pos / n_pos
+        m_neg, m_pos = row_class_means(K, i, positive, n_pos, n_neg)
         means[i, 0] = m_neg
         means[i, 1] = m_pos
         for j in range(n_cols):

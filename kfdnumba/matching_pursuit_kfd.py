@@ -83,6 +83,7 @@ import scipy.linalg
 
 from ._base import Interval, KernelClassifier, KernelExpansion, Options, check_memory, register
 from ._jit import jit
+from ._kernels import row_class_means, row_class_scatter
 from ._linalg import cholesky_append
 
 __all__ = ["MatchingPursuitKFD", "CRITERIA", "DEFLATIONS"]
@@ -123,24 +124,8 @@ def _update_and_score_columns(K, Pa, Pb, n_terms, positive, mask, between, withi
                 for j in range(n):
                     K[i, j] -= a * Pb[t, j]
         if mask[i]:
-            s_pos = 0.0
-            s_neg = 0.0
-            for j in range(n):
-                if positive[j]:
-                    s_pos += K[i, j]
-                else:
-                    s_neg += K[i, j]
-            m_pos = s_pos / n_pos
-            m_neg = s_neg / n_neg
-            q_pos = 0.0
-            q_neg = 0.0
-            for j in range(n):
-                if positive[j]:
-                    e = K[i, j] - m_pos
-                    q_pos += e * e
-                else:
-                    e = K[i, j] - m_neg
-                    q_neg += e * e
+            m_neg, m_pos = row_class_means(K, i, positive, n_pos, n_neg)
+            q_neg, q_pos = row_class_scatter(K, i, positive, m_neg, m_pos)
             between[i] = (m_pos - m_neg) * (m_pos - m_neg)
             within[i] = q_pos / n_pos + q_neg / n_neg
 

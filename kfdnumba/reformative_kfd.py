@@ -72,6 +72,7 @@ import numpy as np
 
 from ._base import Interval, KernelClassifier, KernelExpansion, Options, bayes_threshold, check_memory, register
 from ._jit import jit
+from ._kernels import row_class_means, row_class_scatter
 from ._linalg import back_substitution, cholesky_append
 
 __all__ = ["ReformativeKFD"]
@@ -98,22 +99,11 @@ def _class_means_and_scatter_diag(K_rows, positive, n_pos, n_neg, means, diag):
     """
     n_rows, n_cols = K_rows.shape
     for i in numba.prange(n_rows):
-        s_pos = 0.0
-        s_neg = 0.0
-        for j in range(n_cols):
-            if positive[j]:
-                s_pos += K_rows[i, j]
-            else:
-                s_neg += K_rows[i, j]
-        m_pos = s_pos / n_pos
-        m_neg = s_neg / n_neg
-        acc = 0.0
-        for j in range(n_cols):
-            t = K_rows[i, j] - (m_pos if positive[j] else m_neg)
-            acc += t * t
+        m_neg, m_pos = row_class_means(K_rows, i, positive, n_pos, n_neg)
+        q_neg, q_pos = row_class_scatter(K_rows, i, positive, m_neg, m_pos)
         means[i, 0] = m_neg
         means[i, 1] = m_pos
-        diag[i] = acc
+        diag[i] = q_neg + q_pos
 
 
 @jit(parallel=False)

@@ -80,3 +80,17 @@ def test_small_blocks_take_the_serial_twin_and_agree(rng, monkeypatch):
     monkeypatch.setattr(_kernels, "SERIAL_WORK_MAX", -1)  # force the parallel kernel
     np.testing.assert_array_equal(k.block(A, B), small)
     np.testing.assert_allclose(small, rbf(A, B, 1.0), rtol=1e-12)
+
+
+def test_row_class_means_and_scatter(rng):
+    from kfdnumba._kernels import row_class_means, row_class_scatter
+
+    K = rng.standard_normal((4, 9))
+    positive = np.array([1, 0, 0, 1, 1, 0, 1, 0, 0])
+    pos = positive.astype(bool)
+    for i in range(4):
+        m_neg, m_pos = row_class_means(K, i, positive, 4, 5)
+        assert m_neg == pytest.approx(K[i, ~pos].mean()) and m_pos == pytest.approx(K[i, pos].mean())
+        q_neg, q_pos = row_class_scatter(K, i, positive, m_neg, m_pos)
+        assert q_neg == pytest.approx(((K[i, ~pos] - m_neg) ** 2).sum())
+        assert q_pos == pytest.approx(((K[i, pos] - m_pos) ** 2).sum())
