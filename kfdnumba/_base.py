@@ -414,12 +414,13 @@ class ClassifierMixin:
     _estimator_type = "classifier"
 
     def __sklearn_tags__(self):
-        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
+        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags, TransformerTags
 
         return Tags(
             estimator_type="classifier",
             target_tags=TargetTags(required=True),
             classifier_tags=ClassifierTags(multi_class=True, multi_label=False),
+            transformer_tags=TransformerTags() if hasattr(self, "transform") else None,
             input_tags=InputTags(two_d_array=True, sparse=False, allow_nan=False),
             requires_fit=True,
         )
