@@ -48,6 +48,8 @@ __all__ = [
     "numba_threads",
     "check_memory",
     "bayes_threshold",
+    "choose_threshold",
+    "THRESHOLD_OPTIONS",
 ]
 
 
@@ -326,6 +328,22 @@ def bayes_threshold(output: np.ndarray, positive: np.ndarray) -> float | None:
         return None
     middle = 0.5 * (m_pos + m_neg)
     return float(inside[np.argmin(np.abs(inside - middle))])
+
+
+#: The ``threshold`` option of the methods that offer the Bayes cut beside their paper's midpoint.
+THRESHOLD_OPTIONS = Options(("midpoint", "bayes"))
+
+
+def choose_threshold(kind: str, midpoint: float, output: np.ndarray, positive: np.ndarray) -> float:
+    """Return the cut on the training output: the method's ``midpoint``, or the Bayes point for ``kind="bayes"``.
+
+    Falls back to the midpoint when the Bayes point does not exist (see :func:`bayes_threshold`).
+    """
+    if kind == "bayes":
+        bayes = bayes_threshold(output, positive)
+        if bayes is not None:
+            return bayes
+    return midpoint
 
 
 # --------------------------------------------------------------------- the estimator

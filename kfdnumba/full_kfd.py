@@ -26,7 +26,15 @@ import numba
 import numpy as np
 import scipy.linalg
 
-from ._base import Interval, KernelClassifier, KernelExpansion, Options, bayes_threshold, check_memory, register
+from ._base import (
+    THRESHOLD_OPTIONS,
+    Interval,
+    KernelClassifier,
+    KernelExpansion,
+    check_memory,
+    choose_threshold,
+    register,
+)
 from ._jit import jit
 from ._kernels import row_class_means
 
@@ -86,7 +94,7 @@ class KFD(KernelClassifier):
 
     _parameter_constraints: ClassVar[dict] = {
         "mu": [Interval("real", 0, None, "neither")],
-        "threshold": [Options(("midpoint", "bayes"))],
+        "threshold": [THRESHOLD_OPTIONS],
         "max_memory_gb": [Interval("real", 0, None, "neither")],
     }
     search_grid: ClassVar[dict] = {
@@ -121,10 +129,7 @@ class KFD(KernelClassifier):
             raise ValueError("KFD found no separation between the class means (degenerate data or mu).")
         scale = 2.0 / gap
         output *= scale
-        cut = 0.5 * (m_pos + m_neg) * scale
-        if self.threshold == "bayes":
-            bayes = bayes_threshold(output, pos)
-            cut = cut if bayes is None else bayes
+        cut = choose_threshold(self.threshold, 0.5 * (m_pos + m_neg) * scale, output, pos)
         return KernelExpansion(
             support=np.arange(n),
             coef=alpha * scale,

@@ -81,7 +81,16 @@ import numba
 import numpy as np
 import scipy.linalg
 
-from ._base import Interval, KernelClassifier, KernelExpansion, Options, check_memory, register
+from ._base import (
+    THRESHOLD_OPTIONS,
+    Interval,
+    KernelClassifier,
+    KernelExpansion,
+    Options,
+    check_memory,
+    choose_threshold,
+    register,
+)
 from ._jit import jit
 from ._kernels import row_class_means, row_class_scatter
 from ._linalg import cholesky_append
@@ -523,6 +532,11 @@ class MatchingPursuitKFD(KernelClassifier):
         Bases chosen per round (stagewise selection).
     mu : float, default 1e-3
         Ridge added to the within-class scatter of the Nyström features.
+    threshold : {"midpoint", "bayes"}, default "midpoint"
+        Cut on the output: the midpoint of the projected class means (the
+        FDA rule), or the Bayes point of the Gaussian class-conditionals of
+        the training outputs (better on unbalanced classes; then ``predict``
+        agrees with ``predict_proba``).
     n_candidates : int or None, default None
         Score only this many random candidates per round (None: all).
     deflated_kernel : {"auto", "dense", "implicit"}, default "auto"
@@ -556,6 +570,7 @@ class MatchingPursuitKFD(KernelClassifier):
     deflation: str = "ortho_schur"
     stage: int = 1
     mu: float = 1e-3
+    threshold: str = "midpoint"
     n_candidates: int | None = None
     deflated_kernel: str = "auto"
     n_landmarks: int | None = None
@@ -567,6 +582,7 @@ class MatchingPursuitKFD(KernelClassifier):
         "deflation": [Options(DEFLATIONS)],
         "stage": [Interval("int", 1, None)],
         "mu": [Interval("real", 0, None, "neither")],
+        "threshold": [THRESHOLD_OPTIONS],
         "n_candidates": [Options((None,)), Interval("int", 1, None)],
         "deflated_kernel": [Options(("auto", "dense", "implicit"))],
         "n_landmarks": [Options((None,)), Interval("int", 1, None)],
@@ -576,6 +592,7 @@ class MatchingPursuitKFD(KernelClassifier):
         "sigma": [0.25, 0.35, 0.5, 0.7, 1.0],
         "n_bases": [10, 20, 30],
         "mu": [1e-3, 1e-1, 10.0],
+        "threshold": ["midpoint", "bayes"],
     }
     demo_params: ClassVar[dict] = {"sigma": 0.5, "n_bases": 30, "mu": 0.1}
 
@@ -628,7 +645,7 @@ class MatchingPursuitKFD(KernelClassifier):
             support=sel.bases,
             coef=alpha,
             intercept=intercept,
-            threshold=0.0,
+            threshold=choose_threshold(self.threshold, 0.0, output, y > 0),
             train_output=output,
             info={
                 "bases": sel.bases,

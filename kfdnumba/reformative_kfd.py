@@ -70,7 +70,16 @@ from typing import ClassVar
 import numba
 import numpy as np
 
-from ._base import Interval, KernelClassifier, KernelExpansion, Options, bayes_threshold, check_memory, register
+from ._base import (
+    THRESHOLD_OPTIONS,
+    Interval,
+    KernelClassifier,
+    KernelExpansion,
+    Options,
+    check_memory,
+    choose_threshold,
+    register,
+)
 from ._jit import jit
 from ._kernels import row_class_means, row_class_scatter
 from ._linalg import back_substitution, cholesky_append
@@ -363,7 +372,7 @@ class ReformativeKFD(KernelClassifier):
         "max_nodes": [Interval("int", 1, None, "left")],
         "scatter": [Options(("auto", "dense", "blocked"))],
         "max_memory_gb": [Interval("real", 0, None, "neither")],
-        "threshold": [Options(("midpoint", "bayes"))],
+        "threshold": [THRESHOLD_OPTIONS],
     }
     search_grid: ClassVar[dict] = {
         "sigma": [0.35, 0.5, 1.0, 2.0],
@@ -416,10 +425,7 @@ class ReformativeKFD(KernelClassifier):
             train_output = scatter.K[:, nodes] @ alpha
         else:
             train_output = self.kernel_.expansion(X, X[nodes], alpha)
-        cut = 0.5 * (centres[0] + centres[1])
-        if self.threshold == "bayes":
-            bayes = bayes_threshold(train_output, positive)
-            cut = cut if bayes is None else bayes
+        cut = choose_threshold(self.threshold, 0.5 * (centres[0] + centres[1]), train_output, positive)
         return KernelExpansion(
             support=nodes,
             coef=alpha,

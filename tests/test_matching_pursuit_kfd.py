@@ -330,3 +330,17 @@ def test_candidate_subset_without_deflation_takes_the_best_of_each_subset(small)
         subset = r.choice(np.flatnonzero(available), 5, replace=False)
         assert j == subset[np.argmax(ratio[subset])]
         available[j] = False
+
+
+def test_bayes_threshold_option_agrees_with_probabilities():
+    from kfdnumba import MatchingPursuitKFD
+
+    r = np.random.default_rng(21)
+    X = r.standard_normal((120, 2))
+    y = np.where(X[:, 0] + 0.7 * r.standard_normal(120) > 0.9, 1, -1)  # about 1 in 4 positive
+    mid = MatchingPursuitKFD(sigma=1.0, n_bases=15).fit(X, y)
+    bay = MatchingPursuitKFD(sigma=1.0, n_bases=15, threshold="bayes").fit(X, y)
+    np.testing.assert_array_equal(mid.bases_, bay.bases_)
+    np.testing.assert_allclose(mid.dual_coef_, bay.dual_coef_)
+    np.testing.assert_array_equal(bay.predict(X), bay.classes_[np.argmax(bay.predict_proba(X), axis=1)])
+    assert np.sum(bay.predict(X) == 1) < np.sum(mid.predict(X) == 1)
