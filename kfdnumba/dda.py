@@ -244,31 +244,37 @@ def _pair_weights(Y, labels, within_weight, between_weight, huber_c, floor, offs
             value_rows[i] = value
 
 
+@jit(parallel=False)
+def _laplacian_row(i, q_row, g_row, Z, Y, LqZ, LgY):
+    """Row i of ``L_q Z`` and ``L_g Y`` from row i of the pair weights (``L = diag(W 1) - W``)."""
+    m = Z.shape[1]
+    k = Y.shape[1]
+    acc_q = np.zeros(m)
+    acc_g = np.zeros(k)
+    q_sum = 0.0
+    g_sum = 0.0
+    for j in range(Z.shape[0]):
+        q = q_row[j]
+        if q != 0.0:
+            q_sum += q
+            for a in range(m):
+                acc_q[a] += q * Z[j, a]
+        g = g_row[j]
+        if g != 0.0:
+            g_sum += g
+            for a in range(k):
+                acc_g[a] += g * Y[j, a]
+    for a in range(m):
+        LqZ[i, a] = q_sum * Z[i, a] - acc_q[a]
+    for a in range(k):
+        LgY[i, a] = g_sum * Y[i, a] - acc_g[a]
+
+
 @jit
 def _laplacian_products(Z, Y, Wq, Wg, LqZ, LgY):
     """Rows of ``L_q Z`` and ``L_g Y`` for the weighted Laplacians ``L = diag(W 1) - W``."""
-    n, m = Z.shape
-    k = Y.shape[1]
-    for i in numba.prange(n):
-        acc_q = np.zeros(m)
-        acc_g = np.zeros(k)
-        q_sum = 0.0
-        g_sum = 0.0
-        for j in range(n):
-            q = Wq[i, j]
-            if q != 0.0:
-                q_sum += q
-                for a in range(m):
-                    acc_q[a] += q * Z[j, a]
-            g = Wg[i, j]
-            if g != 0.0:
-                g_sum += g
-                for a in range(k):
-                    acc_g[a] += g * Y[j, a]
-        for a in range(m):
-            LqZ[i, a] = q_sum * Z[i, a] - acc_q[a]
-        for a in range(k):
-            LgY[i, a] = g_sum * Y[i, a] - acc_g[a]
+    for i in numba.prange(Z.shape[0]):
+        _laplacian_row(i, Wq[i], Wg[i], Z, Y, LqZ, LgY)
 
 
 @jit
@@ -309,25 +315,7 @@ def _majorize_pairs(Z, Y, labels, within_weight, between_weight, huber_c, floor,
                 d2 += t * t
             term, q_row[j], g_row[j] = _pair_terms(d2, li == lj, w, huber_c, floor, offset, log_offset)
             value += term
-        acc_q = np.zeros(m)
-        acc_g = np.zeros(k)
-        q_sum = 0.0
-        g_sum = 0.0
-        for j in range(n):
-            q = q_row[j]
-            if q != 0.0:
-                q_sum += q
-                for a in range(m):
-                    acc_q[a] += q * Z[j, a]
-            g = g_row[j]
-            if g != 0.0:
-                g_sum += g
-                for a in range(k):
-                    acc_g[a] += g * Y[j, a]
-        for a in range(m):
-            LqZ[i, a] = q_sum * Z[i, a] - acc_q[a]
-        for a in range(k):
-            LgY[i, a] = g_sum * yi[a] - acc_g[a]
+        _laplacian_row(i, q_row, g_row, Z, Y, LqZ, LgY)
         value_rows[i] = 0.5 * value
 
 

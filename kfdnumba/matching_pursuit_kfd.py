@@ -112,6 +112,16 @@ PARALLEL_MIN_ENTRIES = 1 << 18
 
 
 # --------------------------------------------------------------------------- kernels
+@jit(parallel=False)
+def _deflate_row(K, i, Pa, Pb, n_terms):
+    """Row i of the in-place deflation ``K -= Σ_t Pa[t] ⊗ Pb[t]`` (t < n_terms)."""
+    for t in range(n_terms):
+        a = Pa[t, i]
+        if a != 0.0:
+            for j in range(K.shape[1]):
+                K[i, j] -= a * Pb[t, j]
+
+
 @jit
 def _update_and_score_columns(K, Pa, Pb, n_terms, positive, mask, between, within):
     """Deflate K in place by ``K -= Σ_t Pa[t] ⊗ Pb[t]``; score the masked columns.
@@ -127,11 +137,7 @@ def _update_and_score_columns(K, Pa, Pb, n_terms, positive, mask, between, withi
         n_pos += positive[j]
     n_neg = n - n_pos
     for i in numba.prange(n):
-        for t in range(n_terms):
-            a = Pa[t, i]
-            if a != 0.0:
-                for j in range(n):
-                    K[i, j] -= a * Pb[t, j]
+        _deflate_row(K, i, Pa, Pb, n_terms)
         if mask[i]:
             m_neg, m_pos = row_class_means(K, i, positive, n_pos, n_neg)
             q_neg, q_pos = row_class_scatter(K, i, positive, m_neg, m_pos)
@@ -144,11 +150,7 @@ def _update_and_multiply(K, Pa, Pb, n_terms, Y, n_vectors, out):
     """Deflate K in place by ``K -= Σ_t Pa[t] ⊗ Pb[t]``; ``out[v] = K_new Y[v]`` (v < n_vectors)."""
     n = K.shape[0]
     for i in numba.prange(n):
-        for t in range(n_terms):
-            a = Pa[t, i]
-            if a != 0.0:
-                for j in range(n):
-                    K[i, j] -= a * Pb[t, j]
+        _deflate_row(K, i, Pa, Pb, n_terms)
         for v in range(n_vectors):
             s = 0.0
             for j in range(n):
