@@ -42,6 +42,7 @@ from kfdnumba.datasets import default_data_dir, load_ida  # noqa: E402
 class SVCSigma:
     """scikit-learn's SVC in this package's σ parametrisation (comparison row)."""
 
+    registry_name = "SVC"
     search_grid = {"sigma": [0.25, 0.35, 0.5, 0.7, 1.0, 1.4], "C": [0.1, 1.0, 10.0, 100.0]}
 
     def __init__(self, sigma=1.0, C=1.0):
