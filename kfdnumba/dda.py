@@ -559,7 +559,11 @@ class DDA(BaseEstimator):
         self.floor_ = strength
         for key, value in result.items():
             setattr(self, key, value)
+        self._store_training_set(X, encoded)
         return self
+
+    def _store_training_set(self, X: np.ndarray, encoded: np.ndarray) -> None:
+        """Keep what ``predict`` needs of the validated training set (nothing for the transformer)."""
 
     def _select(self, X, encoded, grid, rng):
         """Inner cross-validation of the 1-NN error over the floor grid and the number of steps.
@@ -734,13 +738,10 @@ class DDAClassifier(ClassifierMixin, DDA):
     (the transformed training set) and ``classes_``.
     """
 
-    def fit(self, X, y):
-        """Learn T, then store the transformed training set for 1-NN."""
-        super().fit(X, y)
-        X = check_array(X)
+    def _store_training_set(self, X: np.ndarray, encoded: np.ndarray) -> None:
+        """Store the transformed training set and its class codes for 1-NN."""
         self.embedding_ = np.ascontiguousarray(X @ self.T_)
-        self._train_codes = check_labels(y, X.shape[0], 2)[1]
-        return self
+        self._train_codes = encoded
 
     def predict(self, X) -> np.ndarray:
         """Label of the nearest training point in the transformed space."""
