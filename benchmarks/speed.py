@@ -1,7 +1,7 @@
 """Speed: RBF Gram throughput, import / first-fit times, fit and predict time versus ℓ.
 
     python benchmarks/speed.py                # everything
-    python benchmarks/speed.py --only gram    # one section: gram, startup, scaling
+    python benchmarks/speed.py --only gram    # one section: gram, matvec, startup, scaling
 
 Every timing is the best of a few runs after a warm-up call (Numba compiled).
 """
@@ -89,6 +89,27 @@ def gram_section(n=5000):
     return rows
 
 
+def matvec_section(n=5000):
+    """``K v`` without storing K (``Kernel.gram_matvec``) against forming K and multiplying."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for d in (2, 16, 256):
+        A = rng.standard_normal((n, d))
+        v = rng.standard_normal(n)
+        kernel = Kernel("rbf", np.sqrt(d))
+        out = np.empty((n, n))
+        ours = best_of(lambda: kernel.gram_matvec(A, v))
+        formed = best_of(lambda: kernel.block(A, A, out=out) @ v)
+        err = float(np.max(np.abs(kernel.gram_matvec(A, v) - kernel.block(A, A) @ v)))
+        rows.append({"d": d, "gram_matvec_s": ours, "block_then_matvec_s": formed, "max_abs_diff": err})
+        print(
+            f"K v, {n} points, d={d}: gram_matvec {1e3 * ours:.1f} ms (no K stored); "
+            f"Kernel.block + matvec {1e3 * formed:.1f} ms ({8 * n * n / 2**20:.0f} MB); max |diff| {err:.1e}",
+            flush=True,
+        )
+    return rows
+
+
 def startup_section():
     code_import = "import time; t=time.perf_counter(); import kfdnumba; print(time.perf_counter()-t)"
     code_fit = (
@@ -144,12 +165,14 @@ def scaling_section(sizes=(250, 500, 1000, 2000, 4000)):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", choices=["gram", "startup", "scaling"], default=None)
+    parser.add_argument("--only", choices=["gram", "matvec", "startup", "scaling"], default=None)
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     results = {}
     if args.only in (None, "gram"):
         results["gram"] = gram_section()
+    if args.only in (None, "matvec"):
+        results["matvec"] = matvec_section()
     if args.only in (None, "startup"):
         results["startup"] = startup_section()
     if args.only in (None, "scaling"):

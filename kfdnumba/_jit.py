@@ -53,9 +53,9 @@ def cache_enabled() -> bool:
     return os.environ.get("KFDNUMBA_CACHE", "1").strip().lower() not in {"0", "false", "no", "off"}
 
 
-def _compile(func, *, parallel: bool):
+def _compile(func, *, parallel: bool, fastmath=FASTMATH):
     """Make a Numba dispatcher, falling back to no cache when caching is impossible."""
-    options = dict(parallel=parallel, fastmath=set(FASTMATH), nogil=True)
+    options = dict(parallel=parallel, fastmath=set(fastmath), nogil=True)
     if cache_enabled():
         try:
             with warnings.catch_warnings():
@@ -98,7 +98,7 @@ class _ParallelKernel:
         return self.parallel(*args)
 
 
-def jit(func=None, *, parallel: bool = True):
+def jit(func=None, *, parallel: bool = True, fastmath=FASTMATH):
     """Compile ``func`` with the package policy (see the module docstring).
 
     Parameters
@@ -108,9 +108,16 @@ def jit(func=None, *, parallel: bool = True):
     parallel : bool, default True
         ``True`` for a ``prange`` entry point called from Python; ``False`` for
         a helper that other kernels call.
+    fastmath : set of str, default FASTMATH
+        LLVM fast-math flags; only for serial helpers whose arithmetic must not
+        be reassociated (:func:`kfdnumba._kernels.exp_nonpositive`). The flags
+        are per instruction, so they survive inlining into a caller compiled
+        with other flags.
     """
     if func is None:
-        return functools.partial(jit, parallel=parallel)
+        return functools.partial(jit, parallel=parallel, fastmath=fastmath)
     if parallel:
+        if fastmath != FASTMATH:
+            raise ValueError("custom fastmath flags are for serial helpers only")
         return _ParallelKernel(func)
-    return _compile(func, parallel=False)
+    return _compile(func, parallel=False, fastmath=fastmath)

@@ -20,28 +20,106 @@ RBF block, time O(n_A n_B d) and no memory beyond the output:
   from BLAS (``||a||² + ||b||² - 2abᵀ``), clamped at 0 in a ``prange`` pass;
 * the exponential runs in NumPy (about 5× faster per core than Numba's ``exp``
   here), split over the Numba thread count in row chunks for large blocks.
+
+``Kernel.gram_matvec(X, v)`` is ``K v`` for the Gram matrix of X without
+storing any of K (O(ℓ) memory). For the RBF kernel with d ≤ ``DIRECT_MAX_DIM``
+it is one fused ``prange`` pass over the lower triangle: distances, the
+exponential and both products of each entry, nothing written to memory. There
+the exponential is :func:`exp_nonpositive`, an exp written in Numba that LLVM
+vectorises (Numba's ``math.exp`` is a scalar libm call, about 5× slower than
+NumPy's): Cody-Waite reduction ``x = n ln 2 + r`` with ``n`` rounded by the
+1.5·2⁵² trick, a degree-13 Taylor polynomial on ``|r| ≤ ln 2 / 2`` (truncation
+below 1e-17) and ``2ⁿ`` built from its bits; within 1 ulp of NumPy's exp.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from ._jit import jit
 
-__all__ = ["Kernel", "make_kernel", "auto_sigma", "row_class_means", "row_class_scatter"]
+__all__ = ["Kernel", "make_kernel", "auto_sigma", "row_class_means", "row_class_scatter", "exp_nonpositive"]
 
 #: Feature count up to which RBF distances are summed directly rather than by BLAS.
 DIRECT_MAX_DIM = 16
 #: Entries per chunk when a kernel expansion is evaluated (bounds predict memory).
 EXPANSION_CHUNK = 1 << 22
+#: Kernel values per block when ``Kernel.gram_matvec`` falls back to blocks (32 MB).
+_GRAM_BLOCK_ENTRIES = 1 << 22
 #: Entries above which the in-place exponential is split over threads.
 _THREADED_EXP_MIN = 1 << 20
 #: Work (entries × features) below which the serial twin of a kernel is used.
 SERIAL_WORK_MAX = 1 << 15
+#: Row chunks of the fused Gram matrix-vector product: a fixed count (equal
+#: triangle areas), so the summation order does not depend on the thread count.
+GRAM_MATVEC_CHUNKS = 32
+
+# exp_nonpositive: ln 2 split so that n·LN2_HI is exact for |n| < 2¹¹ (fdlibm).
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+_ROUND_MAGIC = 6755399441055744.0  # 1.5 · 2⁵²: adding it rounds to an integer in the low bits
+_EXP_MIN = -708.0  # below this exp is subnormal; returned as 0
+#: exp's fast-math flags: no ``reassoc``, which would fold ``(t + MAGIC) - MAGIC`` to ``t``.
+_EXP_FASTMATH = frozenset({"nsz", "contract"})
+
+
+@intrinsic
+def _float64_from_bits(typingctx, bits):
+    """Reinterpret an int64 bit pattern as a float64 (an LLVM bitcast)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(types.int64), codegen
+
+
+@intrinsic
+def _bits_from_float64(typingctx, value):
+    """Reinterpret a float64 as its int64 bit pattern (an LLVM bitcast)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.int64(types.float64), codegen
+
+
+@jit(parallel=False, fastmath=_EXP_FASTMATH)
+def exp_nonpositive(x):
+    """``exp(x)`` for finite ``x ≤ 0``, within 1 ulp; 0 below -708 (where exp is subnormal).
+
+    Branch-free apart from the final select, so loops calling it vectorise
+    (see the module docstring). Not for positive or non-finite ``x``.
+    """
+    xc = max(x, _EXP_MIN)
+    shifted = xc * _LOG2E + _ROUND_MAGIC  # n = round(x / ln 2) sits in the low mantissa bits
+    n = shifted - _ROUND_MAGIC
+    r = (xc - n * _LN2_HI) - n * _LN2_LO
+    p = 1.0 / 6227020800.0
+    p = p * r + 1.0 / 479001600.0
+    p = p * r + 1.0 / 39916800.0
+    p = p * r + 1.0 / 3628800.0
+    p = p * r + 1.0 / 362880.0
+    p = p * r + 1.0 / 40320.0
+    p = p * r + 1.0 / 5040.0
+    p = p * r + 1.0 / 720.0
+    p = p * r + 1.0 / 120.0
+    p = p * r + 1.0 / 24.0
+    p = p * r + 1.0 / 6.0
+    p = p * r + 0.5
+    p = p * r + 1.0
+    p = p * r + 1.0
+    # 2ⁿ: the low bits of ``shifted`` hold n (two's complement); move n + 1023 into the exponent field.
+    scale = _float64_from_bits((_bits_from_float64(shifted) + 1023) << 52)
+    return p * scale if x >= _EXP_MIN else 0.0
 
 
 @jit
@@ -66,6 +144,45 @@ def _neg_scaled_sqdist_from_gram(out, norms_a, norms_b, gamma):
         for j in range(n_b):
             v = norms_a[i] + norms_b[j] - 2.0 * out[i, j]
             out[i, j] = -gamma * max(v, 0.0)
+
+
+@jit
+def _rbf_gram_matvec(X, XT, gamma, v, bounds, partial, out):
+    """``out = K v`` for the RBF Gram matrix of X, K never stored (X centred, ``XT = Xᵀ``).
+
+    Rows are cut into fixed chunks of equal triangle area (``bounds``); chunk t
+    runs over its rows x and the columns j < x, adding ``k(x, j) v[j]`` to
+    ``out[x]`` and ``k(x, j) v[x]`` to ``out[j]`` in its own row of ``partial``.
+    The chunks are summed in a fixed order afterwards: the result does not
+    depend on the thread count.
+    """
+    n, d = X.shape
+    n_chunks = bounds.shape[0] - 1
+    for t in numba.prange(n_chunks):
+        acc = partial[t]
+        dist = np.empty(n)
+        for j in range(n):
+            acc[j] = 0.0
+        for x in range(bounds[t], bounds[t + 1]):
+            for j in range(x):
+                dist[j] = 0.0
+            for k in range(d):
+                a = X[x, k]
+                for j in range(x):
+                    u = a - XT[k, j]
+                    dist[j] += u * u
+            v_x = v[x]
+            dot = 0.0
+            for j in range(x):
+                k_xj = exp_nonpositive(-gamma * dist[j])
+                dot += k_xj * v[j]
+                acc[j] += k_xj * v_x
+            acc[x] += dot + v_x  # k(x, x) = 1
+    for x in numba.prange(n):
+        s = 0.0
+        for t in range(n_chunks):
+            s += partial[t, x]
+        out[x] = s
 
 
 @jit(parallel=False)
@@ -170,6 +287,46 @@ class Kernel:
             kernel = _neg_scaled_sqdist_from_gram
             (kernel.serial if small else kernel)(out, norms_a, norms_b, self.gamma)
         _exp_inplace(out)
+        return out
+
+    def gram_matvec(self, X: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """``k(X, X) @ v`` without storing the Gram matrix (O(ℓ) memory beyond bounded blocks).
+
+        RBF with d ≤ ``DIRECT_MAX_DIM``: one fused pass over the lower triangle
+        (``_rbf_gram_matvec``); linear: ``X (Xᵀ v)``; otherwise square blocks on
+        and below the diagonal of ``_BLOCK_ENTRIES`` entries each.
+        """
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        v = np.ascontiguousarray(v, dtype=np.float64)
+        n = X.shape[0]
+        if n == 0:
+            return np.zeros(0)
+        if self.name == "linear":
+            return X @ (X.T @ v)
+        if X.shape[1] <= DIRECT_MAX_DIM:
+            Xc = X - X.mean(axis=0)
+            chunks = min(GRAM_MATVEC_CHUNKS, n)
+            bounds = np.round(n * np.sqrt(np.arange(chunks + 1) / chunks)).astype(np.int64)
+            partial = np.empty((chunks, n))
+            out = np.empty(n)
+            kernel = _rbf_gram_matvec
+            if n * n * X.shape[1] <= 2 * SERIAL_WORK_MAX:
+                kernel = kernel.serial
+            kernel(Xc, np.ascontiguousarray(Xc.T), self.gamma, v, bounds, partial, out)
+            return out
+        out = np.zeros(n)
+        step = max(1, math.isqrt(_GRAM_BLOCK_ENTRIES))
+        edges = list(range(0, n, step)) + [n]
+        buffer = np.empty(min(n, step) ** 2)
+        for i in range(len(edges) - 1):
+            rows = slice(edges[i], edges[i + 1])
+            for j in range(i + 1):
+                cols = slice(edges[j], edges[j + 1])
+                shape = (rows.stop - rows.start, cols.stop - cols.start)
+                block = self.block(X[rows], X[cols], out=buffer[: shape[0] * shape[1]].reshape(shape))
+                out[rows] += block @ v[cols]
+                if j < i:  # the mirrored block above the diagonal
+                    out[cols] += block.T @ v[rows]
         return out
 
     def columns(self, X: np.ndarray, idx) -> np.ndarray:

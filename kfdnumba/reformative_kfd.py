@@ -46,10 +46,11 @@ Within-class matrix, two exact paths (same nodes, same J):
   memory traffic of a full product), ½ℓ² multiply-adds per node. Forming all
   of ``N_full`` would cost O(ℓ³), more than O(ℓ² r) for r ≪ ℓ nodes, and
   twice the memory.
-* ``"blocked"`` never holds more than ``_BLOCK_ENTRIES`` kernel values: the row
-  of each accepted node is summed over square blocks of K recomputed from X,
-  only those on and below the diagonal (K is symmetric), ½ℓ²d time per node
-  and O(ℓ) memory beyond the blocks.
+* ``"blocked"`` never stores K: the row of each accepted node is
+  ``Kernel.gram_matvec``, for the RBF kernel with few features one fused pass
+  over the lower triangle of K recomputed from X (distances, a vectorised
+  exponential and both products per entry, nothing written to memory), else
+  square blocks of at most 4M entries; ½ℓ²d time per node and O(ℓ) memory.
 
 ``"auto"`` takes the dense path when K fits in ``max_memory_gb``. Either way a
 first pass over K (in blocks) gives ``M₊``, ``M₋`` and the diagonal
@@ -63,7 +64,6 @@ Prediction: r kernel evaluations per test point.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -88,7 +88,7 @@ __all__ = ["ReformativeKFD"]
 
 #: A candidate with ρ_x ≤ RHO_RTOL · (N_full[x, x] + μ) is skipped (ρ at rounding level).
 RHO_RTOL = 1e-10
-#: Kernel values per block on the blocked path (and in the first pass): 4M = 32 MB.
+#: Kernel values per block of the first pass over K on the blocked path: 4M = 32 MB.
 _BLOCK_ENTRIES = 1 << 22
 #: Below this many multiply-adds per step the scoring loop runs serially (thread wake-up dominates).
 _PARALLEL_MIN_WORK = 1 << 20
@@ -239,21 +239,7 @@ class _WithinScatter:
             out = np.empty(n)
             matvec(self.K, centred, self._bounds, self._partial, out)
             return out
-        # Blocked: K is symmetric, so only the blocks on and below the diagonal are
-        # computed; an off-diagonal block K_IJ adds K_IJ c_J to rows I and K_IJᵀ c_I to rows J.
-        X = self.X
-        out = np.zeros(X.shape[0])
-        step = max(1, math.isqrt(_BLOCK_ENTRIES))
-        bounds = list(range(0, X.shape[0], step)) + [X.shape[0]]
-        for i in range(len(bounds) - 1):
-            rows = slice(bounds[i], bounds[i + 1])
-            for j in range(i + 1):
-                cols = slice(bounds[j], bounds[j + 1])
-                block = self.kernel.block(X[rows], X[cols])
-                out[rows] += block @ centred[cols]
-                if j < i:
-                    out[cols] += block.T @ centred[rows]
-        return out
+        return self.kernel.gram_matvec(self.X, centred)  # blocked: K never stored
 
 
 # ------------------------------------------------------------------------- greedy

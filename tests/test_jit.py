@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numba
 import numpy as np
+import pytest
 
 from kfdnumba import _jit
 
@@ -110,3 +111,10 @@ def test_vendored_under_another_package(tmp_path):
     result = _run(code, tmp_path, {"PYTHONPATH": str(tmp_path), "NUMBA_CACHE_DIR": str(tmp_path / "cache")})
     assert result.returncode == 0, result.stderr
     assert float(result.stdout.strip().splitlines()[0]) > 0.8
+
+
+def test_custom_fastmath_only_for_serial_helpers():
+    from kfdnumba._jit import jit
+
+    with pytest.raises(ValueError, match="serial helpers"):
+        jit(lambda x: x, fastmath={"contract"})

@@ -94,3 +94,64 @@ def test_row_class_means_and_scatter(rng):
         q_neg, q_pos = row_class_scatter(K, i, positive, m_neg, m_pos)
         assert q_neg == pytest.approx(((K[i, ~pos] - m_neg) ** 2).sum())
         assert q_pos == pytest.approx(((K[i, pos] - m_pos) ** 2).sum())
+
+
+# ------------------------------------------------------------ vectorised exp, Gram matvec
+def test_exp_nonpositive_within_one_ulp_of_numpy(rng):
+    from kfdnumba._kernels import exp_nonpositive
+
+    x = np.concatenate(
+        [
+            -rng.random(20000) * 800.0,
+            -np.logspace(-300, 2.85, 2000),
+            [0.0, -0.0, -1e-300, -0.5 * np.log(2.0), -np.log(2.0), -708.0, -708.0 + 1e-12],
+        ]
+    )
+    inside = x >= -708.0
+    ref = np.exp(x)
+    scalar = x[inside][:200]
+    got = np.array([exp_nonpositive(v) for v in scalar])  # scalar calls
+    assert np.all(np.abs(got - np.exp(scalar)) <= np.spacing(np.exp(scalar)))
+    assert exp_nonpositive(0.0) == 1.0
+    assert exp_nonpositive(-708.5) == 0.0 and exp_nonpositive(-1e308) == 0.0
+    # inside a loop compiled with the package's flags (reassoc on): the rounding trick must survive
+    from kfdnumba._jit import jit
+
+    @jit(parallel=False)
+    def vector(values, out):
+        for i in range(values.shape[0]):
+            out[i] = exp_nonpositive(values[i])
+
+    out = np.empty_like(x)
+    vector(x, out)
+    ulps = np.abs(out - ref)[inside] / np.spacing(ref[inside])
+    assert ulps.max() <= 1.0
+    assert np.all(out[~inside] == 0.0)
+
+
+@pytest.mark.parametrize("d", [1, 2, _kernels.DIRECT_MAX_DIM, _kernels.DIRECT_MAX_DIM + 4])
+def test_gram_matvec_matches_numpy(rng, d, monkeypatch):
+    monkeypatch.setattr(_kernels, "_GRAM_BLOCK_ENTRIES", 30 * 30)  # several blocks on the BLAS path
+    X = rng.standard_normal((97, d)) * 2.0 + 50.0  # offset: centring is needed
+    v = rng.standard_normal(97)
+    k = Kernel("rbf", 1.1 * np.sqrt(d))
+    np.testing.assert_allclose(k.gram_matvec(X, v), rbf(X, X, k.sigma) @ v, rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(Kernel("linear").gram_matvec(X, v), linear(X, X) @ v, rtol=1e-11)
+    assert k.gram_matvec(X[:0], v[:0]).shape == (0,)
+    assert k.gram_matvec(X[:1], v[:1]) == pytest.approx(v[:1])
+
+
+def test_gram_matvec_same_with_one_and_two_threads_and_serial_twin(rng, monkeypatch):
+    from kfdnumba._base import numba_threads
+
+    X = rng.standard_normal((600, 3))
+    v = rng.standard_normal(600)
+    k = Kernel("rbf", 0.8)
+    with numba_threads(2):
+        two = k.gram_matvec(X, v)
+    with numba_threads(1):
+        one = k.gram_matvec(X, v)
+    np.testing.assert_array_equal(one, two)  # fixed chunks: same summation order
+    monkeypatch.setattr(_kernels, "SERIAL_WORK_MAX", 10**9)  # force the serial twin
+    np.testing.assert_array_equal(k.gram_matvec(X, v), two)
+    np.testing.assert_allclose(two, rbf(X, X, 0.8) @ v, rtol=1e-11, atol=1e-11)
