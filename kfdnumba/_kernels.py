@@ -9,7 +9,8 @@ Two kernels, one interface (:class:`Kernel`):
 ``Kernel.columns(X, idx)`` the selected columns ``K[:, idx]`` computed from X
 without forming the ℓ × ℓ Gram matrix, ``Kernel.diag(X)`` the diagonal, and
 ``Kernel.expansion(X, points, coef)`` the kernel expansion ``k(X, points) @ coef``
-evaluated in row chunks of bounded memory (what every ``predict`` uses).
+in bounded memory (what every ``predict`` uses; fused like ``gram_matvec`` below
+for the RBF kernel with few features, in row chunks of blocks otherwise).
 
 RBF block, time O(n_A n_B d) and no memory beyond the output:
 
@@ -185,6 +186,30 @@ def _rbf_gram_matvec(X, XT, gamma, v, bounds, partial, out):
         out[x] = s
 
 
+@jit
+def _rbf_expansion(X, PT, gamma, coef, out):
+    """``out = k(X, P) @ coef`` for the RBF kernel, row by row, no block stored (X, P centred, ``PT = Pᵀ``)."""
+    n, d = X.shape
+    m = PT.shape[1]
+    n_out = coef.shape[1]
+    for i in numba.prange(n):
+        k_row = np.empty(m)
+        for j in range(m):
+            k_row[j] = 0.0
+        for k in range(d):
+            a = X[i, k]
+            for j in range(m):
+                u = a - PT[k, j]
+                k_row[j] += u * u
+        for j in range(m):
+            k_row[j] = exp_nonpositive(-gamma * k_row[j])
+        for t in range(n_out):
+            s = 0.0
+            for j in range(m):
+                s += k_row[j] * coef[j, t]
+            out[i, t] = s
+
+
 @jit(parallel=False)
 def row_class_means(K, i, positive, n_pos, n_neg):
     """Return the means of row i of K over the negative and the positive columns, ``(m₋, m₊)``.
@@ -340,11 +365,27 @@ class Kernel:
         return np.ones(X.shape[0], dtype=np.float64)
 
     def expansion(self, X: np.ndarray, points: np.ndarray, coef: np.ndarray) -> np.ndarray:
-        """``k(X, points) @ coef`` in row chunks; coef is (m,) or (m, c)."""
+        """``k(X, points) @ coef``; coef is (m,) or (m, c).
+
+        RBF with d ≤ ``DIRECT_MAX_DIM``: one fused pass per row (distances, the
+        vectorised exponential, the products), no kernel block stored; else
+        blocks of at most ``EXPANSION_CHUNK`` entries.
+        """
         coef = np.asarray(coef, dtype=np.float64)
         out = np.zeros((X.shape[0],) + coef.shape[1:], dtype=np.float64)
         m = points.shape[0]
-        if m == 0:
+        if m == 0 or X.shape[0] == 0:
+            return out
+        if self.name == "rbf" and X.shape[1] <= DIRECT_MAX_DIM:
+            centre = np.mean(points, axis=0, dtype=np.float64)
+            Xc = np.ascontiguousarray(X, dtype=np.float64) - centre
+            PT = np.ascontiguousarray((np.asarray(points, dtype=np.float64) - centre).T)
+            coef2 = np.ascontiguousarray(coef.reshape(m, -1))
+            out2 = out.reshape(X.shape[0], -1)
+            kernel = _rbf_expansion
+            if X.shape[0] * m * (X.shape[1] + 8) <= SERIAL_WORK_MAX:
+                kernel = kernel.serial
+            kernel(Xc, PT, self.gamma, coef2, out2)
             return out
         step = max(1, EXPANSION_CHUNK // m)
         for lo in range(0, X.shape[0], step):

@@ -47,14 +47,40 @@ def test_large_block_threaded_exp_matches(rng):
     np.testing.assert_allclose(k.block(A, B), rbf(A, B, 0.7), rtol=1e-12, atol=1e-15)
 
 
-def test_expansion_chunks(rng, monkeypatch):
-    monkeypatch.setattr(_kernels, "EXPANSION_CHUNK", 16)
-    X = rng.standard_normal((50, 3))
-    P = rng.standard_normal((7, 3))
+@pytest.mark.parametrize("d", [1, 3, _kernels.DIRECT_MAX_DIM, _kernels.DIRECT_MAX_DIM + 1])
+def test_expansion_matches_numpy(rng, monkeypatch, d):
+    monkeypatch.setattr(_kernels, "EXPANSION_CHUNK", 16)  # several chunks on the block path (d > 16)
+    X = rng.standard_normal((50, d)) + 30.0  # offset: both paths centre
+    P = rng.standard_normal((7, d)) + 30.0
     coef = rng.standard_normal((7, 2))
-    k = Kernel("rbf", 1.1)
-    np.testing.assert_allclose(k.expansion(X, P, coef), rbf(X, P, 1.1) @ coef, rtol=1e-12)
-    np.testing.assert_allclose(k.expansion(X, P, coef[:, 0]), rbf(X, P, 1.1) @ coef[:, 0], rtol=1e-12)
+    k = Kernel("rbf", 1.1 * np.sqrt(d))
+    K = rbf(X, P, k.sigma)
+    np.testing.assert_allclose(k.expansion(X, P, coef), K @ coef, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(k.expansion(X, P, coef[:, 0]), K @ coef[:, 0], rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(
+        k.expansion(X.astype(np.float32), P, coef[:, 0]),
+        rbf(X.astype(np.float32).astype(float), P, k.sigma) @ coef[:, 0],
+        rtol=1e-10,
+    )
+    assert k.expansion(X[:0], P, coef).shape == (0, 2)
+    assert np.all(k.expansion(X, P[:0], coef[:0]) == 0.0)
+
+
+def test_fused_expansion_threads_and_serial_twin_agree(rng, monkeypatch):
+    from kfdnumba._base import numba_threads
+
+    X = rng.standard_normal((3000, 2))
+    P = rng.standard_normal((40, 2))
+    coef = rng.standard_normal(40)
+    k = Kernel("rbf", 0.6)
+    with numba_threads(2):
+        two = k.expansion(X, P, coef)
+    with numba_threads(1):
+        one = k.expansion(X, P, coef)
+    np.testing.assert_array_equal(one, two)
+    monkeypatch.setattr(_kernels, "SERIAL_WORK_MAX", 10**9)
+    np.testing.assert_array_equal(k.expansion(X, P, coef), two)
+    np.testing.assert_allclose(two, rbf(X, P, 0.6) @ coef, rtol=1e-12, atol=1e-13)
 
 
 def test_auto_sigma_and_make_kernel(rng):
