@@ -87,8 +87,10 @@ def _resolve(params: dict, X: np.ndarray) -> dict:
     return out
 
 
-def _make(cls, params: dict, fixed: dict):
-    return cls(**{**fixed, **params})
+def _make(cls, params: dict, fixed: dict, seed: int = 0):
+    """The estimator; seeded when it takes a ``random_state`` (reproducible tables)."""
+    seeded = {"random_state": seed} if "random_state" in getattr(cls, "__dataclass_fields__", {}) else {}
+    return cls(**{**seeded, **fixed, **params})
 
 
 def _retained(est) -> int:
