@@ -107,6 +107,21 @@ def matvec_section(n=5000):
             f"Kernel.block + matvec {1e3 * formed:.1f} ms ({8 * n * n / 2**20:.0f} MB); max |diff| {err:.1e}",
             flush=True,
         )
+    from kfdnumba._kernels import EXPANSION_CHUNK
+
+    def by_blocks(kernel, X, P, coef):  # the unfused path: Gram blocks in row chunks, then gemv
+        step = max(1, EXPANSION_CHUNK // P.shape[0])
+        return np.concatenate([kernel.block(X[lo : lo + step], P) @ coef for lo in range(0, X.shape[0], step)])
+
+    for n, m in ((4900, 60), (4900, 400), (100_000, 200)):
+        X = rng.standard_normal((n, 2))
+        P = rng.standard_normal((m, 2))
+        coef = rng.standard_normal(m)
+        kernel = Kernel("rbf", 1.0)
+        fused = best_of(lambda: kernel.expansion(X, P, coef))
+        blocks = best_of(lambda: by_blocks(kernel, X, P, coef))
+        rows.append({"expansion": [n, m], "fused_s": fused, "blocks_s": blocks})
+        print(f"predict k(X, P) a, {n} x {m}, d=2: fused {1e3 * fused:.2f} ms; blocks {1e3 * blocks:.2f} ms")
     return rows
 
 
