@@ -137,7 +137,8 @@ def test_exp_nonpositive_within_one_ulp_of_numpy(rng):
     ref = np.exp(x)
     scalar = x[inside][:200]
     got = np.array([exp_nonpositive(v) for v in scalar])  # scalar calls
-    assert np.all(np.abs(got - np.exp(scalar)) <= np.spacing(np.exp(scalar)))
+    # 1 ulp measured here; 2 allowed for CPUs without FMA (one more rounding per Horner step)
+    assert np.all(np.abs(got - np.exp(scalar)) <= 2 * np.spacing(np.exp(scalar)))
     assert exp_nonpositive(0.0) == 1.0
     assert exp_nonpositive(-708.5) == 0.0 and exp_nonpositive(-1e308) == 0.0
     # inside a loop compiled with the package's flags (reassoc on): the rounding trick must survive
@@ -151,7 +152,7 @@ def test_exp_nonpositive_within_one_ulp_of_numpy(rng):
     out = np.empty_like(x)
     vector(x, out)
     ulps = np.abs(out - ref)[inside] / np.spacing(ref[inside])
-    assert ulps.max() <= 1.0
+    assert ulps.max() <= 2.0
     assert np.all(out[~inside] == 0.0)
 
 
