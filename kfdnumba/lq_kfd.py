@@ -24,9 +24,12 @@ Math (section 1 of ``ALGORITHMS.md``; equation numbers of the paper):
   below ``prune_tol · max_j |α_j|`` it is set to zero and dropped from the
   *active set*: every later solve is restricted to the active indices, and the
   system shrinks as coefficients die (that is where the speed comes from).
-  Pruning is not itself an MM step, so an iteration's pruning is accepted only
-  when it does not increase J (otherwise those coefficients shrink further and
-  are pruned later): J stays monotone with pruning on;
+  Pruning is not itself an MM step, so an iteration prunes only as much as does
+  not increase J: all candidates if that keeps J from rising, else the longest
+  smallest-first prefix of them that does (bisection; the others shrink further
+  and are pruned later). J stays monotone with pruning on. (Accepting all or
+  nothing stalled at q = 1: one small coefficient of the optimum among the
+  candidates blocked every dying one, and the active set stopped shrinking.)
 * the start ``ω(0) = 1`` has no zero entry and makes the first iterate the
   ridge solution ``(G + ρℓqI)⁻¹ g``; iterations stop when
   ``|J_new - J_old| < tol · |J_old|`` (paper: ``tol = 1e-5``) or at ``max_iter``;
@@ -152,12 +155,17 @@ def _prune_active_set(active, omega, prune_tol, penalize_bias):
     The maximum runs over the α entries (the bias excluded); an exempt bias is
     always kept. Returns the compacted ``(active, omega)``.
     """
-    m = active.shape[0]
     largest = 0.0
-    for r in range(m):
+    for r in range(active.shape[0]):
         if active[r] != 0:
             largest = max(largest, np.abs(omega[r]))
-    cut = prune_tol * largest
+    return _keep_above(active, omega, prune_tol * largest, penalize_bias)
+
+
+@jit(parallel=False)
+def _keep_above(active, omega, cut, penalize_bias):
+    """Keep the entries with ``|ω_r| > cut`` (and an exempt bias); return the compacted ``(active, omega)``."""
+    m = active.shape[0]
     keep = np.empty(m, dtype=np.bool_)
     count = 0
     for r in range(m):
@@ -176,6 +184,45 @@ def _prune_active_set(active, omega, prune_tol, penalize_bias):
             new_omega[k] = omega[r]
             k += 1
     return new_active, new_omega
+
+
+def _monotone_prune(active, omega, prune_tol, penalize_bias, j_new, objective):
+    """Return the largest pruning that does not raise J, or None.
+
+    Candidates are the coefficients with ``|ω_r| ≤ prune_tol · max |α|``. All
+    of them go if J does not rise; otherwise the smallest-first prefix is
+    bisected for the longest one that keeps J from rising. (All-or-nothing
+    would let one small coefficient that belongs to the optimum block every
+    dying one for good.) ``objective(active, omega)`` returns
+    ``(J, outputs)``; returns ``(active, omega, J, outputs)`` of the pruning kept.
+    """
+    is_alpha = active != 0
+    largest = np.max(np.abs(omega[is_alpha]), initial=0.0)
+    magnitudes = np.abs(omega)
+    prunable = magnitudes <= prune_tol * largest
+    if not penalize_bias:
+        prunable &= is_alpha
+    cuts = np.sort(magnitudes[prunable])
+    if cuts.shape[0] == 0:
+        return None
+
+    def attempt(k):  # prune the k smallest candidates (ties at the cut go together)
+        kept_active, kept_omega = _keep_above(active, omega, cuts[k - 1], penalize_bias)
+        j_pruned, outputs = objective(kept_active, kept_omega)
+        return (kept_active, kept_omega, j_pruned, outputs) if j_pruned <= j_new else None
+
+    best = attempt(cuts.shape[0])
+    if best is not None:
+        return best
+    lo, hi = 0, cuts.shape[0]  # pruning lo candidates is acceptable (lo = 0: none), hi is not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        trial = attempt(mid)
+        if trial is None:
+            hi = mid
+        else:
+            lo, best = mid, trial
+    return best
 
 
 # ----------------------------------------------------------------- linear algebra
@@ -314,7 +361,15 @@ class LqKFD(KernelClassifier):
 
         active = np.arange(n + 1, dtype=np.int64)
         omega = np.ones(n + 1)  # no zero entry: the first iterate is the ridge solution
-        outputs, pruned_outputs = np.empty(n), np.empty(n)
+        outputs = np.empty(n)
+
+        def objective(trial_active, trial_omega):  # J and the outputs of a pruned iterate
+            trial_outputs = np.empty(n)
+            j_trial = _parallel_or_serial(_outputs_and_objective, n * trial_active.shape[0])(
+                K, yhat, trial_active, trial_omega, rho_l, q, penalize, trial_outputs
+            )
+            return j_trial, trial_outputs
+
         j_history, active_history, elapsed_history = [], [], []
         start = time.perf_counter()
         j_old = np.inf
@@ -337,16 +392,12 @@ class LqKFD(KernelClassifier):
             j_new = _parallel_or_serial(_outputs_and_objective, n * m)(
                 K, yhat, active, omega, rho_l, q, penalize, outputs
             )
-            kept_active, kept_omega = _prune_active_set(active, omega, float(self.prune_tol), penalize)
-            if kept_active.shape[0] < m:
-                # Pruning is not an MM step: accept it only if J does not go up, so
-                # that J never increases (else the coefficients shrink further first).
-                j_pruned = _parallel_or_serial(_outputs_and_objective, n * kept_active.shape[0])(
-                    K, yhat, kept_active, kept_omega, rho_l, q, penalize, pruned_outputs
-                )
-                if j_pruned <= j_new:
-                    active, omega, j_new = kept_active, kept_omega, j_pruned
-                    outputs, pruned_outputs = pruned_outputs, outputs
+            # Pruning is not an MM step: keep only a pruning that does not raise J,
+            # so that J never increases (the rest shrink further first).
+            pruned = _monotone_prune(active, omega, float(self.prune_tol), penalize, j_new, objective)
+            if pruned is not None:
+                active, omega, j_new, pruned_out = pruned
+                outputs[:] = pruned_out
             j_history.append(j_new)
             elapsed_history.append(time.perf_counter() - start)
             self._log(f"iteration {iteration}: J = {j_new:.10g}, active set {active.shape[0]}")

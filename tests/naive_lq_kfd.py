@@ -73,9 +73,32 @@ def naive_prune(active, omega, prune_tol, penalize_bias):
     return active[keep], omega[keep]
 
 
+def naive_monotone_prune(K, yhat, omega, dead, j_new, rho, q, penalize_bias):
+    """Zero all ``dead`` coefficients if J does not rise, else the longest smallest-first
+    prefix of them that keeps J from rising (bisection over the prefix length)."""
+    cuts = np.sort(np.abs(omega[dead]))
+
+    def attempt(k):
+        pruned = np.where(dead & (np.abs(omega) <= cuts[k - 1]), 0.0, omega)
+        j_pruned = naive_objective(K, yhat, pruned, rho, q, penalize_bias)
+        return (pruned, j_pruned) if j_pruned <= j_new else None
+
+    best = attempt(cuts.size)
+    if best is None:
+        lo, hi, best = 0, cuts.size, (omega, j_new)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            trial = attempt(mid)
+            if trial is None:
+                hi = mid
+            else:
+                lo, best = mid, trial
+    return best
+
+
 def naive_lq_kfd(K, y, rho, q, tol=1e-5, max_iter=1000, penalize_bias=True, prune_tol=1e-6):
     """The whole iteration on full-size vectors: eq. (8) from ω(0) = 1, pruning to exact zeros
-    (accepted only when it does not increase J).
+    (as much as does not increase J).
 
     Returns (ω of length ℓ+1, J history, threshold).
     """
@@ -91,11 +114,8 @@ def naive_lq_kfd(K, y, rho, q, tol=1e-5, max_iter=1000, penalize_bias=True, prun
         dead = (np.abs(omega) <= prune_tol * largest) & (omega != 0.0)
         if not penalize_bias:
             dead[0] = False
-        if dead.any():  # prune only when J does not go up
-            pruned = np.where(dead, 0.0, omega)
-            j_pruned = naive_objective(K, yhat, pruned, rho, q, penalize_bias)
-            if j_pruned <= j_new:
-                omega, j_new = pruned, j_pruned
+        if dead.any():  # prune as much as does not make J go up
+            omega, j_new = naive_monotone_prune(K, yhat, omega, dead, j_new, rho, q, penalize_bias)
         j_history.append(j_new)
         if abs(j_old - j_new) < tol * abs(j_old):
             break

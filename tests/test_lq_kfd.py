@@ -22,6 +22,7 @@ from kfdnumba._kernels import Kernel  # noqa: E402
 from kfdnumba.lq_kfd import (  # noqa: E402
     _gram_square_lower,
     _majorizer_scaling,
+    _monotone_prune,
     _outputs_and_objective,
     _prune_active_set,
     _scaled_active_system,
@@ -109,6 +110,27 @@ def test_prune_matches_naive(rng, penalize_bias):
     assert (0 in got_active) == (not penalize_bias)
 
 
+@pytest.mark.parametrize("penalize_bias", [True, False])
+def test_monotone_prune_bisects_past_a_blocking_coefficient(penalize_bias):
+    # candidates (|ω| ≤ 1e-3 · max|α|): six dying ones and one that belongs to the optimum
+    # (pruning it raises J). All-or-nothing would prune none; the bisection prunes the six.
+    active = np.arange(10, dtype=np.int64)  # index 0 is the bias
+    omega = np.array([0.5, 1.0, -0.8, 1e-9, 2e-8, -3e-7, 4e-6, 5e-5, 6e-5, 9e-4])
+    blocker = 9  # the largest candidate
+
+    def objective(a, w):
+        j = 10.0 - 0.1 * np.count_nonzero(~np.isin(np.arange(3, 9), a)) + (5.0 if blocker not in a else 0.0)
+        return j, np.full(4, j)
+
+    kept_active, kept_omega, j, outputs = _monotone_prune(active, omega, 1e-3, penalize_bias, 10.0, objective)
+    np.testing.assert_array_equal(kept_active, [0, 1, 2, 9])
+    np.testing.assert_array_equal(kept_omega, omega[[0, 1, 2, 9]])
+    assert j == pytest.approx(9.4) and np.all(outputs == j)
+    # nothing acceptable: None; no candidates: None
+    assert _monotone_prune(active, omega, 1e-3, penalize_bias, 1.0, objective) is None
+    assert _monotone_prune(active, omega, 1e-12, penalize_bias, 10.0, objective) is None
+
+
 # -------------------------------------------------------- eq. (8) on the active set
 @pytest.mark.parametrize("penalize_bias", [True, False])
 @pytest.mark.parametrize("q", [1.0, 0.5])
@@ -140,11 +162,12 @@ def test_active_set_solve_equals_full_eq8(rng, q, penalize_bias):
     assert np.all(full_step[dead] == 0.0)  # Ψ_i = 0 keeps a dead coefficient at exactly zero
 
 
-def test_fit_matches_naive_full_size_iteration():
+@pytest.mark.parametrize("q", [0.5, 1.0])
+def test_fit_matches_naive_full_size_iteration(q):
     X, y = two_blobs(n=60, seed=3)
-    model = LqKFD(sigma=1.0, rho=1e-3, q=0.5, tol=1e-6).fit(X, y)
+    model = LqKFD(sigma=1.0, rho=1e-3, q=q, tol=1e-6).fit(X, y)
     K = rbf_gram(X, 1.0)
-    omega, j_history, threshold = naive_lq_kfd(K, y, rho=1e-3, q=0.5, tol=1e-6, prune_tol=model.prune_tol)
+    omega, j_history, threshold = naive_lq_kfd(K, y, rho=1e-3, q=q, tol=1e-6, prune_tol=model.prune_tol)
     np.testing.assert_array_equal(model.support_, np.flatnonzero(omega[1:]))
     np.testing.assert_allclose(model.alpha_, omega[1:][model.support_], rtol=1e-7, atol=1e-10)
     assert model.bias_ == pytest.approx(omega[0], abs=1e-10)
