@@ -29,10 +29,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import numba
 import numpy as np
 
 from ._kernels import make_kernel
+from ._threads import numba_threads, resolve_n_jobs, thread_policy
 
 __all__ = [
     "KernelExpansion",
@@ -46,6 +46,8 @@ __all__ = [
     "registered_estimators",
     "check_array",
     "numba_threads",
+    "resolve_n_jobs",
+    "thread_policy",
     "check_memory",
     "bayes_threshold",
     "choose_threshold",
@@ -247,31 +249,6 @@ def check_labels(y, n_samples: int, min_per_class: int = 2) -> tuple[np.ndarray,
     return classes, encoded.astype(np.intp)
 
 
-# --------------------------------------------------------------------------- threads
-def resolve_n_jobs(n_jobs) -> int | None:
-    """Numba thread count for ``n_jobs`` (None = leave as is; -1 = all; -2 = all but one)."""
-    if n_jobs is None:
-        return None
-    limit = numba.config.NUMBA_NUM_THREADS
-    n = n_jobs if n_jobs > 0 else limit + 1 + n_jobs
-    return int(min(max(n, 1), limit))
-
-
-@contextmanager
-def numba_threads(n_jobs):
-    """Set Numba's thread count for this thread (restored in ``finally``)."""
-    n = resolve_n_jobs(n_jobs)
-    if n is None:
-        yield
-        return
-    old = numba.get_num_threads()
-    numba.set_num_threads(n)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(old)
-
-
 # ------------------------------------------------------------------------ expansion
 @dataclass(eq=False)
 class KernelExpansion:
@@ -358,7 +335,9 @@ class BaseEstimator:
     Parameters
     ----------
     n_jobs : int or None
-        Numba threads during fit/predict (None: Numba's current setting, -1: all).
+        Threads during fit/predict. None (default): the thread policy decides
+        per call (the free cores, one inside a joblib worker; see
+        :mod:`kfdnumba._threads`); -1: all of Numba's threads; an int: that many.
     verbose : int
         0 silent; 1 progress lines on stdout.
     random_state : None, int or numpy Generator
@@ -491,7 +470,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         self.kernel_ = make_kernel(self.kernel, self.sigma, X)
         rng = self._rng()
-        with numba_threads(self.n_jobs):
+        with thread_policy(self.n_jobs):
             if classes.shape[0] == 2:
                 targets = np.where(encoded == 1, 1.0, -1.0)[None, :]
                 expansions = [self._fit_binary(X, targets[0], rng)]
@@ -563,7 +542,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
     def _raw_output(self, X) -> np.ndarray:
         self._check_is_fitted()
         X = check_array(X, n_features=self.n_features_in_, owner=type(self).__name__)
-        with numba_threads(self.n_jobs):
+        with thread_policy(self.n_jobs):
             out = self.kernel_.expansion(X, self.support_vectors_, self.dual_coef_)
         return out + self.intercept_
 

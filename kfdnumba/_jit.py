@@ -13,9 +13,12 @@ lives here and nowhere else:
   ``omp`` threading layer kills a forked child that enters a parallel region.
   The serial copy gets its own name, hence its own cache file (Numba's cache
   key ignores the decorator flags, so the two must not share one).
-  ``kernel.serial`` is that twin; callers may also use it for work too small to
-  repay starting the thread team (the choice must depend on the problem size,
-  never on the thread count, so 1 and 2 threads still give the same answer).
+  ``kernel.serial`` is that twin. Callers enter a kernel through
+  ``kernel.run(work, *args)``, which takes the serial twin when ``work`` is
+  below the kernel's ``min_work`` (the thread policy, :mod:`kfdnumba._threads`:
+  the choice depends on the problem size, never on the thread count, so 1 and
+  2 threads give the same answer). :func:`parallel_kernels` lists every
+  parallel kernel with the number of times it entered its parallel path.
 * ``parallel=False`` kernels are plain Numba dispatchers that other kernels can
   call.
 
@@ -31,7 +34,9 @@ import warnings
 
 import numba
 
-__all__ = ["jit", "FASTMATH", "cache_enabled"]
+from . import _threads
+
+__all__ = ["jit", "FASTMATH", "cache_enabled", "parallel_kernels"]
 
 #: fastmath flags: everything but ``nnan`` and ``ninf``.
 FASTMATH = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
@@ -77,14 +82,25 @@ def _renamed_copy(func, suffix: str):
     return copy
 
 
-class _ParallelKernel:
-    """A parallel Numba kernel with a lazily compiled serial twin for forked children."""
+_PARALLEL_KERNELS: list = []
 
-    def __init__(self, func):
+
+def parallel_kernels() -> dict:
+    """``{qualified name: kernel}`` of every parallel kernel defined so far (``kernel.parallel_calls`` counts)."""
+    return {f"{k.py_func.__module__}.{k.py_func.__qualname__}": k for k in _PARALLEL_KERNELS}
+
+
+class _ParallelKernel:
+    """A parallel Numba kernel with a lazily compiled serial twin (small work, forked children)."""
+
+    def __init__(self, func, min_work: float):
         self.py_func = func
         self.parallel = _compile(func, parallel=True)
         self._serial = None
+        self.min_work = min_work
+        self.parallel_calls = 0
         functools.update_wrapper(self, func)
+        _PARALLEL_KERNELS.append(self)
 
     @property
     def serial(self):
@@ -93,12 +109,20 @@ class _ParallelKernel:
         return self._serial
 
     def __call__(self, *args):
+        """Run the parallel path (the serial twin in a forked child)."""
         if _IN_FORKED_CHILD:
             return self.serial(*args)
+        self.parallel_calls += 1
         return self.parallel(*args)
 
+    def run(self, work: float, *args):
+        """Run the parallel path when ``work`` reaches ``min_work`` (the thread policy), else the serial twin."""
+        if _threads.worth_parallel(work, self.min_work):
+            return self(*args)
+        return self.serial(*args)
 
-def jit(func=None, *, parallel: bool = True, fastmath=FASTMATH):
+
+def jit(func=None, *, parallel: bool = True, fastmath=FASTMATH, min_work: float = _threads.PARALLEL_MIN_WORK):
     """Compile ``func`` with the package policy (see the module docstring).
 
     Parameters
@@ -113,11 +137,14 @@ def jit(func=None, *, parallel: bool = True, fastmath=FASTMATH):
         be reassociated (:func:`kfdnumba._kernels.exp_nonpositive`). The flags
         are per instruction, so they survive inlining into a caller compiled
         with other flags.
+    min_work : float, default ``_threads.PARALLEL_MIN_WORK``
+        Parallel kernels: the work (in the unit the kernel's callers pass to
+        ``run``) below which the serial twin runs.
     """
     if func is None:
-        return functools.partial(jit, parallel=parallel, fastmath=fastmath)
+        return functools.partial(jit, parallel=parallel, fastmath=fastmath, min_work=min_work)
     if parallel:
         if fastmath != FASTMATH:
             raise ValueError("custom fastmath flags are for serial helpers only")
-        return _ParallelKernel(func)
+        return _ParallelKernel(func, min_work)
     return _compile(func, parallel=False, fastmath=fastmath)

@@ -16,10 +16,23 @@ inverses lose definiteness (cond ≈ 1e11).
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg.blas import dsyrk
 
 from ._jit import jit
 
-__all__ = ["forward_substitution", "back_substitution", "cholesky_append", "cholesky_solve"]
+__all__ = ["forward_substitution", "back_substitution", "cholesky_append", "cholesky_solve", "row_gram_lower"]
+
+
+def row_gram_lower(A: np.ndarray) -> np.ndarray:
+    """``A Aᵀ`` with its lower triangle valid, C-contiguous: one BLAS ``syrk``, no copy of A (C-contiguous).
+
+    ``A.T`` is Fortran-contiguous with the values of Aᵀ, so BLAS reads A in
+    place; ``syrk`` writes the upper triangle of ``(Aᵀ)ᵀ(Aᵀ)`` in Fortran order,
+    whose transpose is the lower triangle of ``A Aᵀ`` in C order. Pass the
+    result's ``.T`` (Fortran, upper) to LAPACK to factor it without a copy.
+    """
+    upper = dsyrk(1.0, A.T, trans=1, lower=0)
+    return upper.T
 
 
 @jit(parallel=False)

@@ -72,15 +72,14 @@ the Laplacian products; above, one row kernel recomputes each pair from both
 ends with O(n) memory per row. All Numba, ``prange`` over rows.
 ``floor="auto"`` / ``early_stopping`` multiply the fit by about
 ``cv × len(floor_grid)`` (15 runs by default). Small kernels run on one
-thread and LAPACK on one thread during the fit (see ``_threads_for`` and
-``_single_threaded_blas``): on a busy 2-core machine a 60 × 60 ``eigh`` next
+thread and LAPACK on one thread during the fit (the package's thread policy,
+``kfdnumba._threads``): on a busy 2-core machine a 60 × 60 ``eigh`` next
 to spinning Numba threads took 100 ms instead of 2 ms.
 """
 
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -94,8 +93,8 @@ from ._base import (
     Options,
     check_array,
     check_labels,
-    numba_threads,
 )
+from ._threads import thread_policy
 from ._jit import jit
 
 __all__ = ["DDA", "DDAClassifier"]
@@ -109,31 +108,13 @@ _MEDIAN_SAMPLE = 1500
 #: Up to this many training points the pair weights are stored (two n × n matrices) and each
 #: unordered pair is computed once; above, the row kernel recomputes them (O(n) memory per row).
 _SYMMETRIC_MAX_N = 3000
-#: Below this many floating-point operations a kernel runs on one thread: on a busy
-#: machine waking the other threads costs milliseconds, more than the work itself.
+#: Below this many floating-point operations a DDA kernel runs its serial twin (the thread
+#: policy, ``kfdnumba._threads``); a pair costs a logarithm and a square root besides.
 _SERIAL_WORK = 5e7
 
 
-def _threads_for(work: float):
-    """One Numba thread for small work, the caller's setting otherwise."""
-    return numba_threads(1) if work < _SERIAL_WORK else nullcontext()
-
-
-def _single_threaded_blas():
-    """Limit BLAS to one thread while DDA runs (if threadpoolctl is installed).
-
-    DDA's LAPACK calls are on m × m matrices; a threaded OpenBLAS spinning next
-    to Numba's threads made a 60 × 60 ``eigh`` 40 times slower on a busy machine.
-    """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - optional
-        return nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
-
-
 # ----------------------------------------------------------------------------- kernels
-@jit
+@jit(min_work=_SERIAL_WORK)
 def _pairwise_distances(A, B):
     """Euclidean distances between the rows of A (n × k) and of B (p × k), one row per thread."""
     n, k = A.shape
@@ -149,7 +130,7 @@ def _pairwise_distances(A, B):
     return out
 
 
-@jit
+@jit(min_work=_SERIAL_WORK)
 def _nearest_neighbour(A, B):
     """Index of the nearest row of B for every row of A (first one on ties)."""
     n, k = A.shape
@@ -201,7 +182,7 @@ def _pair_terms(d2, same, w, huber_c, floor, offset, log_offset):
     return -w * log_d, w * curv, g
 
 
-@jit
+@jit(min_work=_SERIAL_WORK)
 def _pair_weights(Y, labels, within_weight, between_weight, huber_c, floor, offset, Wq, Wg, value_rows):
     """Pair weights into symmetric n × n matrices, each unordered pair computed once.
 
@@ -270,14 +251,14 @@ def _laplacian_row(i, q_row, g_row, Z, Y, LqZ, LgY):
         LgY[i, a] = g_sum * Y[i, a] - acc_g[a]
 
 
-@jit
+@jit(min_work=_SERIAL_WORK)
 def _laplacian_products(Z, Y, Wq, Wg, LqZ, LgY):
     """Rows of ``L_q Z`` and ``L_g Y`` for the weighted Laplacians ``L = diag(W 1) - W``."""
     for i in numba.prange(Z.shape[0]):
         _laplacian_row(i, Wq[i], Wg[i], Z, Y, LqZ, LgY)
 
 
-@jit
+@jit(min_work=_SERIAL_WORK)
 def _majorize_pairs(Z, Y, labels, within_weight, between_weight, huber_c, floor, offset, LqZ, LgY, value_rows):
     """Criterion and majorizer pieces at the support point, one row of pairs per thread (no n × n memory).
 
@@ -321,11 +302,13 @@ def _majorize_pairs(Z, Y, labels, within_weight, between_weight, huber_c, floor,
 
 def _majorize(Z, Y, labels, alpha, beta, huber_c, floor, offset, LqZ, LgY, rows, weights=None) -> float:
     """F at T̄ (``Y = Z T̄``); fills ``L_q Z`` and ``L_g Y``. ``weights``: two n × n buffers, or None."""
+    n, m = Z.shape
+    work = float(n) * n * (m + 2 * Y.shape[1])
     if weights is None:
-        _majorize_pairs(Z, Y, labels, alpha, beta, huber_c, floor, offset, LqZ, LgY, rows)
+        _majorize_pairs.run(work, Z, Y, labels, alpha, beta, huber_c, floor, offset, LqZ, LgY, rows)
     else:
-        _pair_weights(Y, labels, alpha, beta, huber_c, floor, offset, weights[0], weights[1], rows)
-        _laplacian_products(Z, Y, weights[0], weights[1], LqZ, LgY)
+        _pair_weights.run(work, Y, labels, alpha, beta, huber_c, floor, offset, weights[0], weights[1], rows)
+        _laplacian_products.run(work, Z, Y, weights[0], weights[1], LqZ, LgY)
     return float(rows.sum())
 
 
@@ -549,7 +532,7 @@ class DDA(BaseEstimator):
         self.n_features_in_ = X.shape[1]
         rng = self._rng()
         grid = [float(s) for s in self.floor_grid] if self.floor == "auto" else [float(self.floor)]
-        with numba_threads(self.n_jobs), _single_threaded_blas():
+        with thread_policy(self.n_jobs):
             if len(grid) > 1 or self.early_stopping:
                 strength, n_steps, self.cv_errors_ = self._select(X, encoded, grid, rng)
             else:
@@ -611,7 +594,9 @@ class DDA(BaseEstimator):
         With ``validation = (X_val, codes_val)`` also return the 1-NN error count
         on it after every step (``validation_errors``, length ``max_iter + 1``),
         measured with the full T (the rank truncation drops only directions
-        below ``rank_tol``).
+        below ``rank_tol``). ``stop_reason_`` says why the loop ended: "tol",
+        "max_iter", "early_stopping" (``n_steps`` < ``max_iter`` steps, as the
+        inner CV chose, were run) or "criterion_rose" (round-off: the last T kept).
         """
         n, m = X.shape
         k = m if self.n_components is None else int(self.n_components)
@@ -649,32 +634,35 @@ class DDA(BaseEstimator):
         history = []
         val_errors = []
         T_best = T
-        with _threads_for(float(n) * n * (m + 2 * k)):
-            for it in range(n_steps + 1):
-                Y = np.ascontiguousarray(Z @ T)
-                value = _majorize(Z, Y, labels, alpha, beta, c, eps, offset, LqZ, LgY, rows, weights)
-                if not np.isfinite(value):
-                    raise FloatingPointError("DDA criterion became non-finite; the data may be degenerate.")
-                if history and value > history[-1]:
-                    # majorization guarantees no rise; anything more is round-off: keep the previous T.
-                    self._log(f"step {it}: F rose by {value - history[-1]:.3g} (round-off); stopping")
-                    break
-                history.append(value)
-                T_best = T
-                if validation is not None:
-                    nn = _nearest_neighbour(np.ascontiguousarray(Z_val @ T), Y)
-                    val_errors.append(int(np.sum(encoded[nn] != validation[1])))
-                if it > 0:
-                    self._log(f"step {it}: F = {value:.6g}")
-                if len(history) > 1 and history[-2] - value <= self.tol * max(1.0, abs(value)):
-                    break
-                if it == n_steps:
-                    break
-                Q = Z.T @ LqZ
-                R = 0.5 * (Z.T @ LgY)
-                T = sphere_minimizer(Q, R, radius, fallback=T)
-                if not np.all(np.isfinite(T)):
-                    raise FloatingPointError("DDA produced a non-finite T; the data may be degenerate.")
+        stop_reason = None
+        for it in range(n_steps + 1):
+            Y = np.ascontiguousarray(Z @ T)
+            value = _majorize(Z, Y, labels, alpha, beta, c, eps, offset, LqZ, LgY, rows, weights)
+            if not np.isfinite(value):
+                raise FloatingPointError("DDA criterion became non-finite; the data may be degenerate.")
+            if history and value > history[-1]:
+                # majorization guarantees no rise; anything more is round-off: keep the previous T.
+                self._log(f"step {it}: F rose by {value - history[-1]:.3g} (round-off); stopping")
+                stop_reason = "criterion_rose"
+                break
+            history.append(value)
+            T_best = T
+            if validation is not None:
+                nn = _nearest_neighbour.run(float(Z_val.shape[0]) * n * k, np.ascontiguousarray(Z_val @ T), Y)
+                val_errors.append(int(np.sum(encoded[nn] != validation[1])))
+            if it > 0:
+                self._log(f"step {it}: F = {value:.6g}")
+            if len(history) > 1 and history[-2] - value <= self.tol * max(1.0, abs(value)):
+                stop_reason = "tol"
+                break
+            if it == n_steps:
+                stop_reason = "max_iter" if n_steps == self.max_iter else "early_stopping"
+                break
+            Q = Z.T @ LqZ
+            R = 0.5 * (Z.T @ LgY)
+            T = sphere_minimizer(Q, R, radius, fallback=T)
+            if not np.all(np.isfinite(T)):
+                raise FloatingPointError("DDA produced a non-finite T; the data may be degenerate.")
         T_out, S, n_comp = self._output_map(T_best)
         result = {
             "T_": T_out,
@@ -686,6 +674,7 @@ class DDA(BaseEstimator):
             "huber_c_": c,
             "length_": radius,
             "offset_": offset,
+            "stop_reason_": stop_reason,
         }
         if validation is not None:
             pad = self.max_iter + 1 - len(val_errors)
@@ -706,8 +695,8 @@ class DDA(BaseEstimator):
         if n > _MEDIAN_SAMPLE:
             idx = np.sort(rng.choice(n, _MEDIAN_SAMPLE, replace=False))
             Y, encoded = Y[idx], encoded[idx]
-        with _threads_for(float(Y.shape[0]) ** 2 * Y.shape[1]):
-            D = _pairwise_distances(np.ascontiguousarray(Y), np.ascontiguousarray(Y))
+        Y = np.ascontiguousarray(Y)
+        D = _pairwise_distances.run(float(Y.shape[0]) ** 2 * Y.shape[1], Y, Y)
         upper = np.triu(np.ones(D.shape, dtype=bool), 1)
         same = encoded[:, None] == encoded[None, :]
         within = D[upper & same]
@@ -746,6 +735,6 @@ class DDAClassifier(ClassifierMixin, DDA):
     def predict(self, X) -> np.ndarray:
         """Label of the nearest training point in the transformed space."""
         Y = np.ascontiguousarray(self.transform(X))
-        with numba_threads(self.n_jobs), _threads_for(float(Y.shape[0]) * self.embedding_.shape[0] * Y.shape[1]):
-            nn = _nearest_neighbour(Y, self.embedding_)
+        with thread_policy(self.n_jobs):
+            nn = _nearest_neighbour.run(float(Y.shape[0]) * self.embedding_.shape[0] * Y.shape[1], Y, self.embedding_)
         return self.classes_[self._train_codes[nn]]

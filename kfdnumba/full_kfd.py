@@ -37,6 +37,8 @@ from ._base import (
 )
 from ._jit import jit
 from ._kernels import row_class_means
+from ._linalg import row_gram_lower
+from ._threads import blas_section
 
 __all__ = ["KFD"]
 
@@ -110,16 +112,17 @@ class KFD(KernelClassifier):
         self._log(f"Gram matrix {n} x {n}")
         positive = (y > 0).astype(np.int64)
         K = self.kernel_.block(X, X)
-        means = _centre_columns_by_class(K, positive)  # K is now class-centred
-        N = K @ K.T
-        N[np.diag_indices_from(N)] += self.mu
+        means = _centre_columns_by_class.run(n * n * 2, K, positive)  # K is now class-centred
         d = means[:, 1] - means[:, 0]
         self._log("Cholesky solve of (N + mu I) alpha = M+ - M-")
-        try:
-            factor = scipy.linalg.cho_factor(N, lower=True, overwrite_a=True, check_finite=False)
-        except np.linalg.LinAlgError:
-            raise ValueError(f"N + mu*I is not positive definite for mu={self.mu:g}; increase mu.") from None
-        alpha = scipy.linalg.cho_solve(factor, d, check_finite=False)
+        with blas_section(n**3 + n**3 / 3.0):  # syrk and Cholesky: BLAS threads, Numba one
+            N = row_gram_lower(K)
+            N[np.diag_indices_from(N)] += self.mu
+            try:
+                factor = scipy.linalg.cho_factor(N.T, lower=False, overwrite_a=True, check_finite=False)
+            except np.linalg.LinAlgError:
+                raise ValueError(f"N + mu*I is not positive definite for mu={self.mu:g}; increase mu.") from None
+            alpha = scipy.linalg.cho_solve(factor, d, check_finite=False)
         # f = K alpha, rebuilt from the class-centred K and the class means.
         pos = positive.astype(bool)
         output = K @ alpha + means[:, 1] * alpha[pos].sum() + means[:, 0] * alpha[~pos].sum()

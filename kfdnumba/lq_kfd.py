@@ -56,17 +56,13 @@ from typing import ClassVar
 import numba
 import numpy as np
 import scipy.linalg
-from scipy.linalg.blas import dsyrk
 
 from ._base import Interval, KernelClassifier, KernelExpansion, Options, check_memory, register
 from ._jit import jit
+from ._linalg import row_gram_lower
+from ._threads import blas_section
 
 __all__ = ["LqKFD"]
-
-#: Entries of work below which a kernel runs its serial twin: launching a parallel
-#: region costs more than the loop itself for the small late-iteration active sets.
-PARALLEL_MIN_WORK = 1 << 18
-
 
 # ------------------------------------------------------------------------- kernels
 @jit(parallel=False)
@@ -226,19 +222,6 @@ def _monotone_prune(active, omega, prune_tol, penalize_bias, j_new, objective):
 
 
 # ----------------------------------------------------------------- linear algebra
-def _gram_square_lower(K: np.ndarray) -> np.ndarray:
-    """``K Kᵀ`` (= K² for symmetric K) with its lower triangle valid, C-contiguous (BLAS syrk)."""
-    # K.T is Fortran-contiguous with the values of Kᵀ; syrk writes the upper triangle of
-    # (Kᵀ)(Kᵀ)ᵀ in Fortran order, whose transpose is the lower triangle of K Kᵀ in C order.
-    upper = dsyrk(1.0, K.T, trans=0, lower=0)
-    return upper.T
-
-
-def _parallel_or_serial(kernel, work: int):
-    """Pick the parallel kernel for large work, its serial twin (``kernel.serial``) otherwise."""
-    return kernel if work >= PARALLEL_MIN_WORK else kernel.serial
-
-
 def _solve_scaled(system: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """Solve the SPD system whose lower triangle is in ``system`` (overwritten), LAPACK Cholesky."""
     # The C-order lower triangle is the upper triangle of the Fortran-order transpose: no copy.
@@ -345,7 +328,9 @@ class LqKFD(KernelClassifier):
         check_memory(24.0 * (n + 1) ** 2, self.max_memory_gb, f"LqKFD with {n} training points (K, K² and the system)")
         self._log(f"Gram matrix {n} x {n} and K^T K")
         K = self.kernel_.block(X, X)
-        return _SharedGram(K=K, KK=_gram_square_lower(K), col_sums=K.sum(axis=0))
+        with blas_section(float(n) ** 3):  # syrk: BLAS threads, Numba one
+            KK = row_gram_lower(K)
+        return _SharedGram(K=K, KK=KK, col_sums=K.sum(axis=0))
 
     def _fit_targets(self, gram: _SharedGram, y: np.ndarray) -> KernelExpansion:
         K, n = gram.K, gram.K.shape[0]
@@ -365,8 +350,8 @@ class LqKFD(KernelClassifier):
 
         def objective(trial_active, trial_omega):  # J and the outputs of a pruned iterate
             trial_outputs = np.empty(n)
-            j_trial = _parallel_or_serial(_outputs_and_objective, n * trial_active.shape[0])(
-                K, yhat, trial_active, trial_omega, rho_l, q, penalize, trial_outputs
+            j_trial = _outputs_and_objective.run(
+                n * trial_active.shape[0], K, yhat, trial_active, trial_omega, rho_l, q, penalize, trial_outputs
             )
             return j_trial, trial_outputs
 
@@ -378,9 +363,10 @@ class LqKFD(KernelClassifier):
             active_history.append(m)
             psi, ridge = _majorizer_scaling(active, omega, q, rho_l * q, penalize)
             system = np.empty((m, m))
-            _parallel_or_serial(_scaled_active_system, m * m // 2)(gram.KK, gram.col_sums, active, psi, ridge, system)
+            _scaled_active_system.run(m * m // 2, gram.KK, gram.col_sums, active, psi, ridge, system)
             try:
-                v = _solve_scaled(system, psi * g[active])  # eq. (8) on the active set
+                with blas_section(m**3 / 3.0):  # LAPACK Cholesky: BLAS threads when large, Numba one
+                    v = _solve_scaled(system, psi * g[active])  # eq. (8) on the active set
             except np.linalg.LinAlgError:
                 raise ValueError(
                     f"the eq. (8) system is not positive definite (rho={self.rho:g}, sigma={self.kernel_.sigma:g}); "
@@ -389,9 +375,7 @@ class LqKFD(KernelClassifier):
             omega = psi * v
             if not np.isfinite(omega).all():
                 raise ValueError(f"LqKFD diverged (non-finite coefficients) for rho={self.rho:g}; increase rho.")
-            j_new = _parallel_or_serial(_outputs_and_objective, n * m)(
-                K, yhat, active, omega, rho_l, q, penalize, outputs
-            )
+            j_new = _outputs_and_objective.run(n * m, K, yhat, active, omega, rho_l, q, penalize, outputs)
             # Pruning is not an MM step: keep only a pruning that does not raise J,
             # so that J never increases (the rest shrink further first).
             pruned = _monotone_prune(active, omega, float(self.prune_tol), penalize, j_new, objective)

@@ -107,8 +107,6 @@ DEPENDENCE_TOL = 1e-10
 DEFAULT_MIN_LANDMARKS = 500
 #: Pending deflation terms the dense path holds before it writes them into K̃ (at least 2·stage).
 PENDING_TERMS = 8
-#: Passes over fewer entries than this run serially (see ``_call``).
-PARALLEL_MIN_ENTRIES = 1 << 18
 
 
 # --------------------------------------------------------------------------- kernels
@@ -181,17 +179,6 @@ def _masked_row_sq_norms(V, mask, out):
             out[i] = s
 
 
-def _call(kernel, n_entries: int, *args):
-    """Run a parallel kernel, or its serial twin when the pass is too small to split.
-
-    A parallel region costs a thread wake-up (milliseconds on a busy machine),
-    more than a pass over fewer than ``PARALLEL_MIN_ENTRIES`` entries.
-    """
-    if n_entries < PARALLEL_MIN_ENTRIES:
-        return kernel.serial(*args)
-    return kernel(*args)
-
-
 # ------------------------------------------------------------------- deflation terms
 def _deflation_terms(kind: str, x: np.ndarray, v: np.ndarray, c: float) -> list[tuple[np.ndarray, np.ndarray]]:
     """Rank-one terms (p, q) with ``K̃_new = K̃ - Σ p qᵀ`` for unit x, v = K̃x, c = xᵀv.
@@ -239,9 +226,7 @@ class _DenseDeflatedKernel:
             return self.g * self.g, None
         between = np.zeros(self.n)
         within = np.zeros(self.n)
-        _call(
-            _update_and_score_columns,
-            self.K.size,
+        _update_and_score_columns.run(self.K.size,
             self.K,
             self.Pa,
             self.Pb,
@@ -278,10 +263,10 @@ class _DenseDeflatedKernel:
         Y = np.ascontiguousarray(np.array(xs))
         products = np.empty_like(Y)
         if self.n_terms + 2 * len(xs) > self.capacity:  # apply the pending terms in this pass
-            _call(_update_and_multiply, self.K.size, self.K, self.Pa, self.Pb, self.n_terms, Y, Y.shape[0], products)
+            _update_and_multiply.run(self.K.size, self.K, self.Pa, self.Pb, self.n_terms, Y, Y.shape[0], products)
             self.n_terms = 0
         else:  # read-only pass, corrected by the pending terms
-            _call(_update_and_multiply, self.K.size, self.K, self.Pa, self.Pb, 0, Y, Y.shape[0], products)
+            _update_and_multiply.run(self.K.size, self.K, self.Pa, self.Pb, 0, Y, Y.shape[0], products)
             if self.n_terms:
                 products -= (self.Pb[: self.n_terms] @ Y.T).T @ self.Pa[: self.n_terms]
         round_start = self.n_terms
@@ -333,7 +318,7 @@ class _ImplicitDeflatedKernel:
         if not self.needs_within:
             return g * g, None
         within = np.zeros(self.n)
-        _call(_masked_row_sq_norms, self.Vw.size, self.Vw, mask, within)
+        _masked_row_sq_norms.run(self.Vw.size, self.Vw, mask, within)
         return g * g, within
 
     def columns(self, picks) -> list[np.ndarray]:
@@ -355,10 +340,10 @@ class _ImplicitDeflatedKernel:
             if not c > 1e-14 * self.scale:
                 continue
             for p, q in _deflation_terms(kind, a, b, c):
-                _call(_rank_one_update_rows, self.A.size, self.A, p, q)
+                _rank_one_update_rows.run(self.A.size, self.A, p, q)
                 if self.Vw is not None:
                     phi_p = np.ascontiguousarray(self.Phi @ p)
-                    _call(_rank_one_update_rows, self.Vw.size, self.Vw, phi_p, np.ascontiguousarray(q @ self.Cw))
+                    _rank_one_update_rows.run(self.Vw.size, self.Vw, phi_p, np.ascontiguousarray(q @ self.Cw))
 
     def materialise(self) -> np.ndarray:
         """K̃ as a dense matrix; for tests."""

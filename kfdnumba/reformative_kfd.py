@@ -90,8 +90,6 @@ __all__ = ["ReformativeKFD"]
 RHO_RTOL = 1e-10
 #: Kernel values per block of the first pass over K on the blocked path: 4M = 32 MB.
 _BLOCK_ENTRIES = 1 << 22
-#: Below this many multiply-adds per step the scoring loop runs serially (thread wake-up dominates).
-_PARALLEL_MIN_WORK = 1 << 20
 #: Fixed row chunks of the dense symmetric product (thread-count independent results).
 _MATVEC_CHUNKS = 16
 #: Gain given to skipped / already chosen candidates (real gains are ≥ 0).
@@ -204,16 +202,14 @@ class _WithinScatter:
         self.diag = np.empty(n)
         self.K = None
         self._partial = None
-        first_pass = _class_means_and_scatter_diag
-        if n * n < _PARALLEL_MIN_WORK:
-            first_pass = first_pass.serial
+        first_pass = _class_means_and_scatter_diag.run
         if dense:
             self.K = kernel.block(X, X) if K is None else K
-            first_pass(self.K, self.positive, n_pos, n_neg, self.means, self.diag)
+            first_pass(4 * n * n, self.K, self.positive, n_pos, n_neg, self.means, self.diag)
         else:
             for lo, hi in self._blocks():
                 block = kernel.block(X[lo:hi], X)
-                first_pass(block, self.positive, n_pos, n_neg, self.means[lo:hi], self.diag[lo:hi])
+                first_pass(4 * block.size, block, self.positive, n_pos, n_neg, self.means[lo:hi], self.diag[lo:hi])
 
     def _blocks(self):
         n = self.X.shape[0]
@@ -235,9 +231,8 @@ class _WithinScatter:
                 chunks = _MATVEC_CHUNKS
                 self._bounds = np.round(n * np.sqrt(np.arange(chunks + 1) / chunks)).astype(np.int64)
                 self._partial = np.empty((chunks, n))
-            matvec = _symmetric_matvec if n * n >= _PARALLEL_MIN_WORK else _symmetric_matvec.serial
             out = np.empty(n)
-            matvec(self.K, centred, self._bounds, self._partial, out)
+            _symmetric_matvec.run(n * n, self.K, centred, self._bounds, self._partial, out)
             return out
         return self.kernel.gram_matvec(self.X, centred)  # blocked: K never stored
 
@@ -260,8 +255,7 @@ def _select_nodes(scatter: _WithinScatter, mu: float, tol: float, max_nodes: int
     nodes: list[int] = []
     j_history: list[float] = []
     J = 0.0
-    score = _score_candidates if n >= _PARALLEL_MIN_WORK else _score_candidates.serial
-    score(selected, diag_mu, w_norm2, w_q, d, gains)
+    _score_candidates.run(4 * n, selected, diag_mu, w_norm2, w_q, d, gains)
     while len(nodes) < cap:
         m = len(nodes)
         p = int(np.argmax(gains))
@@ -290,8 +284,9 @@ def _select_nodes(scatter: _WithinScatter, mu: float, tol: float, max_nodes: int
         if m + 1 == cap:
             break
         n_rows[m] = scatter.row(p)
-        append = _append_node_and_score if n * (m + 1) >= _PARALLEL_MIN_WORK else _append_node_and_score.serial
-        append(W, m, p, n_rows[m], L[m, m], q[m], selected, diag_mu, w_norm2, w_q, d, gains)
+        _append_node_and_score.run(
+            n * (m + 8), W, m, p, n_rows[m], L[m, m], q[m], selected, diag_mu, w_norm2, w_q, d, gains
+        )
     r = len(nodes)
     alpha = back_substitution(L, r, q[:r]) if r else np.zeros(0)
     return np.asarray(nodes, dtype=np.intp), alpha, np.asarray(j_history), d

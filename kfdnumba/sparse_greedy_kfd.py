@@ -39,8 +39,10 @@ largest violation of its row of the dual constraint (8a),
 ``|k_jᵀ(ξ + λ₊1₊ + λ₋1₋) + C (Pα)_j|``.
 
 Steps (section 4.1): draw κ (``n_candidates``, 59 by Lemma 2) unused indices,
-compute their kernel columns in one block, score them in a ``prange`` loop,
-accept the best, extend the factor. Stop (section 4.1.3) when the mean relative
+compute their kernel columns in one block (one parallel region), get every
+statistic the scoring needs from ONE matrix product ``[1; 1₊; K_mᵀ] K[:, cand]``
+(BLAS), score all (class, candidate) pairs in one ``prange`` region, accept the
+best, extend the factor: two parallel regions and one GEMM per step. Stop (section 4.1.3) when the mean relative
 objective improvement ``(J_{t-1} - J_t)/J_{t-1}`` over the last ``window``
 steps is below ``tol``, or at ``max_bases``. With the infeasibility rule the
 stopped quantity is the largest candidate violation relative to the first one,
@@ -61,8 +63,8 @@ class-conditionals on the output with means ±1 (the constraints make the
 training class means exactly ±1), variances ``Σ_class ξ_i² / (ℓ± - 1)`` and
 priors ``ℓ±/ℓ``, Bayes' rule.
 
-Complexity per step: kernel columns O(κℓd); ``K_mᵀK_cand`` O(κℓm) (BLAS, the
-dominant term, shared by all classes for columns they share); the bordered
+Complexity per step: kernel columns O(κℓd); ``K_mᵀK_cand`` O(κℓm) (one BLAS
+GEMM, the dominant term, shared by all classes for columns they share); the bordered
 factor O(κm²) per class in the ``prange`` loop. Memory O(ℓm) for the accepted
 kernel columns plus O(ℓκ) for the candidate block and O(m²) per class for the
 factor: nothing ℓ × ℓ is ever formed.
@@ -79,71 +81,15 @@ import numpy as np
 from ._base import Interval, KernelClassifier, KernelExpansion, Options, check_memory, register
 from ._jit import jit
 from ._linalg import cholesky_append, cholesky_solve, forward_substitution
+from ._threads import blas_section
 
 __all__ = ["SparseGreedyKFD"]
 
 #: Refuse a candidate whose Schur complement is below this fraction of its diagonal.
 SCHUR_RELATIVE_FLOOR = 1e-11
-#: Multiply-adds above which stored-column × candidate products go to BLAS (below: one Numba loop,
-#: which avoids BLAS thread start-up costing more than the product on small problems).
-BLAS_MIN_WORK = 1 << 24
 
 
 # ----------------------------------------------------------------------- kernels
-@jit
-def _row_products(rows, n_rows, cand_t, out):
-    """``out[i, j] = rows[i] · cand_t[j]`` for ``i < n_rows`` (contiguous dot products)."""
-    n_cand, n = cand_t.shape
-    for task in numba.prange(n_rows * n_cand):
-        i = task // n_cand
-        j = task - i * n_cand
-        s = 0.0
-        for k in range(n):
-            s += rows[i, k] * cand_t[j, k]
-        out[i, j] = s
-
-
-#: Fixed number of row chunks of the column statistics (same sums with any thread count).
-_STAT_CHUNKS = 16
-
-
-@jit
-def _column_statistics(cand_cols, positive):
-    """One pass over the candidate block: ``1ᵀk_j``, ``k_jᵀk_j`` and ``1₊ᵀk_j`` per class.
-
-    Rows are split into a fixed number of chunks, each summed by one thread into
-    its own slot, and the chunks are added in order afterwards.
-    """
-    n, n_cand = cand_cols.shape
-    n_models = positive.shape[0]
-    partial = np.zeros((_STAT_CHUNKS, 2 + n_models, n_cand))
-    for chunk in numba.prange(_STAT_CHUNKS):
-        lo = chunk * n // _STAT_CHUNKS
-        hi = (chunk + 1) * n // _STAT_CHUNKS
-        for i in range(lo, hi):
-            for j in range(n_cand):
-                v = cand_cols[i, j]
-                partial[chunk, 0, j] += v
-                partial[chunk, 1, j] += v * v
-            for c in range(n_models):
-                if positive[c, i]:
-                    for j in range(n_cand):
-                        partial[chunk, 2 + c, j] += cand_cols[i, j]
-    total = np.zeros((2 + n_models, n_cand))
-    for chunk in range(_STAT_CHUNKS):
-        total += partial[chunk]
-    return total
-
-
-def _stored_products(stored: np.ndarray, n_stored: int, cand_cols: np.ndarray) -> np.ndarray:
-    """``stored[:n_stored] @ cand_cols``: BLAS when large, else one Numba loop."""
-    if n_stored * cand_cols.size >= BLAS_MIN_WORK:
-        return stored[:n_stored] @ cand_cols
-    out = np.empty((n_stored, cand_cols.shape[1]))
-    _row_products(stored, n_stored, np.ascontiguousarray(cand_cols.T), out)
-    return out
-
-
 @jit(parallel=False)
 def _bordering_vector(c, j, m, slots, support, stored_gram, cand_cols, col_sum, C, kernel_reg, out):
     """Fill ``out[:m+1]`` with B = [1ᵀk_j; K_mᵀk_j + C P_col] for class c (eq. 4, Lemma 1)."""
@@ -358,8 +304,14 @@ class SparseGreedyKFD(KernelClassifier):
         scale = np.zeros(n_models)  # first infeasibility (its stopping rule is relative)
         first_rejects = [[] for _ in range(n_models)]
 
-        # Accepted kernel columns, one row each, stored once for all classes (O(ℓm)).
-        stored = np.empty((capacity, n))
+        # One product per step gives every candidate's statistics and its products with the
+        # accepted columns: rows = [1; 1₊ of each class; accepted kernel columns (O(ℓm), stored
+        # once for all classes)], and rows @ K[:, cand] is [1ᵀk_j; 1₊ᵀk_j; K_mᵀk_j].
+        n_fixed = 1 + n_models
+        rows = np.empty((n_fixed + capacity, n))
+        rows[0] = 1.0
+        rows[1:n_fixed] = positive
+        stored = rows[n_fixed:]
         slot_of = np.full(n, -1, dtype=np.int64)
         n_stored = 0
         n_columns = 0
@@ -370,17 +322,21 @@ class SparseGreedyKFD(KernelClassifier):
             if pool.size == 0:
                 break
             cand = np.sort(rng.choice(pool, size=min(self.n_candidates, pool.size), replace=False))
-            cand_cols = kernel.columns(X, cand)  # ℓ × κ, one block
+            cand_cols = kernel.columns(X, cand)  # ℓ × κ, one block (one parallel region)
             n_columns += cand.size
-            stats = _column_statistics(cand_cols, positive)
-            col_sum = stats[0]  # 1ᵀk_j
-            new_diag = stats[1] + C * (kdiag[cand] if kernel_reg else 1.0)  # k_jᵀk_j + C P_jj
-            pos_sum = np.ascontiguousarray(stats[2:])  # (n_models, κ): 1₊ᵀk_j
-            stored_gram = _stored_products(stored, n_stored, cand_cols) if n_stored else np.zeros((1, cand.size))
+            n_rows = n_fixed + n_stored
+            with blas_section(2.0 * n_rows * n * cand.size):  # one GEMM, BLAS-shaped κ × ℓ × m
+                products = rows[:n_rows] @ cand_cols
+            col_sum = products[0]  # 1ᵀk_j
+            pos_sum = products[1:n_fixed]  # (n_models, κ): 1₊ᵀk_j
+            stored_gram = products[n_fixed:] if n_stored else np.zeros((1, cand.size))  # K_mᵀk_j
+            sq_norms = np.einsum("ij,ij->j", cand_cols, cand_cols)
+            new_diag = sq_norms + C * (kdiag[cand] if kernel_reg else 1.0)  # k_jᵀk_j + C P_jj
             candidate_ok = usable[:, cand] & active[:, None]
             gains = np.empty((n_models, cand.size))
             schur = np.empty((n_models, cand.size))
-            _score_candidates(
+            _score_candidates.run(
+                cand.size * float(np.sum((n_bases[active] + 2) ** 2)),  # a triangular solve per pair
                 factors, n_bases, slots, support, stored_gram, cand_cols, col_sum, new_diag, pos_sum, w_pos, C,
                 kernel_reg, candidate_ok, SCHUR_RELATIVE_FLOOR, gains, schur,
             )

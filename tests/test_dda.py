@@ -170,6 +170,74 @@ def test_criterion_never_rises_and_length_is_kept(n_per_class, floor):
     assert np.linalg.norm(model.T_) == pytest.approx(model.length_, rel=1e-8)  # never rank 0
 
 
+def recording_sphere_minimizer(monkeypatch, replace=None):
+    """Patch the IM step to record every T it returns; ``replace(call, T)`` may substitute one."""
+    recorded = []
+
+    def record(*args, **kwargs):
+        T = sphere_minimizer(*args, **kwargs)
+        if replace is not None:
+            T = replace(len(recorded), T)
+        recorded.append(T.copy())
+        return T
+
+    monkeypatch.setattr(dda, "sphere_minimizer", record)
+    return recorded
+
+
+@pytest.mark.parametrize(
+    "n_per_class, floor, max_iter, expected_stop",
+    [((25, 30), 3.0, 100, "tol"), ((15, 20, 18), 3.0, 100, "tol"), ((25, 30), 0.3, 25, "max_iter"),
+     ((15, 20, 18), 0.3, 25, "max_iter")],
+)
+def test_criterion_history_is_the_naive_f_of_every_step_and_never_rises(
+    monkeypatch, n_per_class, floor, max_iter, expected_stop
+):
+    """The fit stops before it would record a rise, so the stored history cannot rise by construction:
+    record every T the IM step produced and recompute F at each with the pair-by-pair twin.
+
+    Measured (default tol 1e-5): stops "tol" after 81 / 74 steps at floor 3, "max_iter" at floor 0.3;
+    worst relative gap to the twin 4e-15 (rtol 1e-11 chosen); smallest relative drop of the twin's
+    F 8e-6, so 1e-12 is only a round-off allowance. About 1 s for the four cases.
+    """
+    recorded = recording_sphere_minimizer(monkeypatch)
+    rng = np.random.default_rng(5)
+    X, y = blobs(rng, n_per_class, 6, shift=1.0)
+    model = DDA(floor=floor, early_stopping=False, max_iter=max_iter, n_components=6).fit(X, y)
+    h = model.criterion_history_
+    assert model.stop_reason_ == expected_stop  # never "criterion_rose" with a fixed floor
+    assert h.shape[0] == model.n_iter_ + 1
+    if expected_stop == "max_iter":
+        assert model.n_iter_ == max_iter
+    else:  # the tol rule fired at the last step, and not before
+        drops = -np.diff(h)
+        assert model.n_iter_ < max_iter
+        assert drops[-1] <= model.tol * max(1.0, abs(h[-1]))
+        assert np.all(drops[:-1] > model.tol * np.maximum(1.0, np.abs(h[1:-1])))
+    # the stored states: the start (T = I with n_components = m) and every accepted IM step
+    states = [np.eye(6)] + recorded[: model.n_iter_]
+    np.testing.assert_array_equal(model.T_, states[-1])  # n_components = m: T_ is the last T itself
+    alpha, beta = _class_weights(y, len(n_per_class), "all")
+    F = np.array([naive_criterion(X @ T, y, alpha, beta, model.huber_c_, model.epsilon_, model.offset_) for T in states])
+    np.testing.assert_allclose(h, F, rtol=1e-11)
+    assert np.all(np.diff(F) <= 1e-12 * np.abs(F).max())  # from step 0, not after a burn-in
+    assert np.all(np.diff(h) <= 0)
+    assert F[-1] < F[0]
+
+
+def test_a_rise_stops_the_fit_and_keeps_the_previous_t(monkeypatch):
+    """A step that raises F (here: the third step forced back to the start T = I, above F after two
+    steps) is not recorded; the fit keeps the previous T and says so."""
+    recorded = recording_sphere_minimizer(monkeypatch, replace=lambda call, T: np.eye(6) if call == 2 else T)
+    rng = np.random.default_rng(5)
+    X, y = blobs(rng, (25, 30), 6, shift=1.0)
+    model = DDA(floor=0.3, early_stopping=False, max_iter=25, n_components=6).fit(X, y)
+    assert model.stop_reason_ == "criterion_rose"
+    assert model.n_iter_ == 2 and model.criterion_history_.shape == (3,)
+    np.testing.assert_array_equal(model.T_, recorded[1])
+    assert np.all(np.diff(model.criterion_history_) < 0)
+
+
 def test_transform_of_training_set_matches_criterion_distances():
     rng = np.random.default_rng(6)
     X, y = blobs(rng, (15, 18, 12), 5)
@@ -217,8 +285,11 @@ def test_auto_floor_and_early_stopping_choose_from_inner_cv():
     best = min(v.min() for v in model.cv_errors_.values())
     assert model.cv_errors_[model.floor_][model.cv_steps_] == pytest.approx(best)
     assert model.n_iter_ <= model.cv_steps_
+    # measured: the CV chose 4 of 6 steps and the final fit ran exactly those
+    assert model.n_iter_ == model.cv_steps_ < 6 and model.stop_reason_ == "early_stopping"
     no_es = DDA(floor_grid=(0.3, 3.0), max_iter=6, early_stopping=False, random_state=0).fit(X, y)
     assert no_es.cv_steps_ == 6
+    assert no_es.stop_reason_ == ("max_iter" if no_es.n_iter_ == 6 else "tol")
     assert no_es.cv_errors_[no_es.floor_][-1] == pytest.approx(min(v[-1] for v in no_es.cv_errors_.values()))
     again = DDA(floor_grid=(0.3, 3.0), max_iter=6, random_state=0).fit(X, y)
     np.testing.assert_array_equal(model.T_, again.T_)
@@ -228,7 +299,9 @@ def test_auto_floor_and_early_stopping_choose_from_inner_cv():
 
 @pytest.mark.parametrize("symmetric_max_n", [3000, 0])  # pair weights stored / row kernel
 def test_same_result_with_one_and_two_threads(monkeypatch, symmetric_max_n):
-    monkeypatch.setattr(dda, "_SERIAL_WORK", 0.0)  # force the parallel kernels on small data
+    from kfdnumba import _threads
+
+    monkeypatch.setattr(_threads, "_force_parallel", True)  # the parallel kernels on small data
     monkeypatch.setattr(dda, "_SYMMETRIC_MAX_N", symmetric_max_n)
     rng = np.random.default_rng(10)
     X, y = blobs(rng, (20, 25, 15), 5)

@@ -39,12 +39,22 @@ def test_columns_without_full_gram(rng):
     np.testing.assert_allclose(k.columns(X, idx), rbf(X, X, 1.3)[:, idx], rtol=1e-12)
 
 
-def test_large_block_threaded_exp_matches(rng):
-    # above the threading threshold for the exp split
-    A = rng.standard_normal((1100, 2))
-    B = rng.standard_normal((1000, 2))
-    k = Kernel("rbf", 0.7)
-    np.testing.assert_allclose(k.block(A, B), rbf(A, B, 0.7), rtol=1e-12, atol=1e-15)
+@pytest.mark.parametrize("d", [2, _kernels.DIRECT_MAX_DIM + 3])
+def test_block_parallel_paths_match_numpy_and_serial_twin(rng, d):
+    from kfdnumba._threads import force_parallel, numba_threads
+
+    A = rng.standard_normal((130, d))
+    B = rng.standard_normal((70, d))
+    k = Kernel("rbf", 0.7 * np.sqrt(d))
+    serial = k.block(A, B)  # small: the serial twin
+    with force_parallel():
+        with numba_threads(2):
+            two = k.block(A, B)
+        with numba_threads(1):
+            one = k.block(A, B)
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(serial, two)
+    np.testing.assert_allclose(two, rbf(A, B, k.sigma), rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize("d", [1, 3, _kernels.DIRECT_MAX_DIM, _kernels.DIRECT_MAX_DIM + 1])
@@ -66,20 +76,21 @@ def test_expansion_matches_numpy(rng, monkeypatch, d):
     assert np.all(k.expansion(X, P[:0], coef[:0]) == 0.0)
 
 
-def test_fused_expansion_threads_and_serial_twin_agree(rng, monkeypatch):
-    from kfdnumba._base import numba_threads
+def test_fused_expansion_threads_and_serial_twin_agree(rng):
+    from kfdnumba._threads import force_parallel, numba_threads
 
-    X = rng.standard_normal((3000, 2))
+    X = rng.standard_normal((300, 2))
     P = rng.standard_normal((40, 2))
     coef = rng.standard_normal(40)
     k = Kernel("rbf", 0.6)
-    with numba_threads(2):
-        two = k.expansion(X, P, coef)
-    with numba_threads(1):
-        one = k.expansion(X, P, coef)
+    serial = k.expansion(X, P, coef)
+    with force_parallel():
+        with numba_threads(2):
+            two = k.expansion(X, P, coef)
+        with numba_threads(1):
+            one = k.expansion(X, P, coef)
     np.testing.assert_array_equal(one, two)
-    monkeypatch.setattr(_kernels, "SERIAL_WORK_MAX", 10**9)
-    np.testing.assert_array_equal(k.expansion(X, P, coef), two)
+    np.testing.assert_array_equal(serial, two)
     np.testing.assert_allclose(two, rbf(X, P, 0.6) @ coef, rtol=1e-12, atol=1e-13)
 
 
@@ -96,16 +107,6 @@ def test_float32_input_same_as_float64(rng):
     A = rng.standard_normal((12, 3)).astype(np.float32)
     k = Kernel("rbf", 1.0)
     np.testing.assert_allclose(k.block(A, A), rbf(A.astype(np.float64), A.astype(np.float64), 1.0), rtol=1e-12)
-
-
-def test_small_blocks_take_the_serial_twin_and_agree(rng, monkeypatch):
-    A = rng.standard_normal((6, 3))
-    B = rng.standard_normal((5, 3))
-    k = Kernel("rbf", 1.0)
-    small = k.block(A, B)
-    monkeypatch.setattr(_kernels, "SERIAL_WORK_MAX", -1)  # force the parallel kernel
-    np.testing.assert_array_equal(k.block(A, B), small)
-    np.testing.assert_allclose(small, rbf(A, B, 1.0), rtol=1e-12)
 
 
 def test_row_class_means_and_scatter(rng):
@@ -168,17 +169,18 @@ def test_gram_matvec_matches_numpy(rng, d, monkeypatch):
     assert k.gram_matvec(X[:1], v[:1]) == pytest.approx(v[:1])
 
 
-def test_gram_matvec_same_with_one_and_two_threads_and_serial_twin(rng, monkeypatch):
-    from kfdnumba._base import numba_threads
+def test_gram_matvec_same_with_one_and_two_threads_and_serial_twin(rng):
+    from kfdnumba._threads import force_parallel, numba_threads
 
-    X = rng.standard_normal((600, 3))
-    v = rng.standard_normal(600)
+    X = rng.standard_normal((200, 3))
+    v = rng.standard_normal(200)
     k = Kernel("rbf", 0.8)
-    with numba_threads(2):
-        two = k.gram_matvec(X, v)
-    with numba_threads(1):
-        one = k.gram_matvec(X, v)
+    serial = k.gram_matvec(X, v)
+    with force_parallel():
+        with numba_threads(2):
+            two = k.gram_matvec(X, v)
+        with numba_threads(1):
+            one = k.gram_matvec(X, v)
     np.testing.assert_array_equal(one, two)  # fixed chunks: same summation order
-    monkeypatch.setattr(_kernels, "SERIAL_WORK_MAX", 10**9)  # force the serial twin
-    np.testing.assert_array_equal(k.gram_matvec(X, v), two)
+    np.testing.assert_array_equal(serial, two)
     np.testing.assert_allclose(two, rbf(X, X, 0.8) @ v, rtol=1e-11, atol=1e-11)

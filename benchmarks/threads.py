@@ -1,0 +1,190 @@
+"""Threads: fit time with the default thread count against ``n_jobs=1``, idle and busy.
+
+    python benchmarks/threads.py                      # everything (about 5 minutes on 2 cores)
+    python benchmarks/threads.py --only fits          # the per-estimator table only
+    python benchmarks/threads.py --only grid          # GridSearchCV(n_jobs=2) against n_jobs=1
+    python benchmarks/threads.py --conditions idle    # skip the busy-machine rows
+
+For every estimator (its ``demo_params``) on Banana-like data (the packaged
+pool resampled with 0.05 jitter) at ℓ = 400 and ℓ = 5 000 (the ℓ³ methods
+``KFD`` and ``LqKFD``, and DDA, at 400 only): the fit with the default
+threads and with ``n_jobs=1``, interleaved in one process, best of 3, first
+on the machine as it is ("idle": check ``uptime`` first) and then beside one
+busy process that this script starts and stops itself ("busy": a Python
+loop spinning on one core). Then ``GridSearchCV`` over 8 fits of
+``SparseGreedyKFD`` at ℓ = 5 000 with ``n_jobs=2`` against ``n_jobs=1``
+(loky workers).
+
+The ratio column is default / one thread: the thread policy promises it is
+at most 1.25 everywhere, and below 1 on an idle machine at ℓ = 5 000 for
+every method with parallel work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import kfdnumba  # noqa: E402
+from kfdnumba import DDAClassifier  # noqa: E402
+from kfdnumba.datasets import load_banana  # noqa: E402
+
+#: Methods whose fit is O(ℓ²) memory / O(ℓ³) time (or n² per iteration for DDA): ℓ = 400 only.
+SMALL_ONLY = {"KFD", "LqKFD", "DDAClassifier"}
+
+
+def banana_like(n: int, seed: int = 0):
+    """``n`` points resampled from the packaged Banana pool with 0.05 Gaussian jitter."""
+    data = load_banana(None)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, data.X.shape[0], n)
+    return data.X[idx] + 0.05 * rng.standard_normal((n, data.X.shape[1])), data.y[idx]
+
+
+def _spin(stop):  # pragma: no cover - runs in the busy child
+    x = 0
+    while not stop.is_set():
+        for _ in range(10000):
+            x += 1
+
+
+class BusyProcess:
+    """One process spinning on a core until the block ends."""
+
+    def __enter__(self):
+        ctx = mp.get_context("spawn")
+        self.stop = ctx.Event()
+        self.proc = ctx.Process(target=_spin, args=(self.stop,), daemon=True)
+        self.proc.start()
+        time.sleep(0.5)
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+
+def estimators():
+    table = dict(kfdnumba.registered_estimators())
+    table["DDAClassifier"] = DDAClassifier
+    return table
+
+
+def params_of(cls) -> dict:
+    return dict(getattr(cls, "demo_params", {}) or {})
+
+
+def interleaved(make, X, y, repeat=3):
+    """Best-of-``repeat`` fit seconds with the default threads and with n_jobs=1, interleaved."""
+    make(None).fit(X, y)  # warm-up: compile everything both variants use
+    make(1).fit(X, y)
+    best = {"default": np.inf, "one": np.inf}
+    for _ in range(repeat):
+        for key, n_jobs in (("default", None), ("one", 1)):
+            model = make(n_jobs)
+            t = time.perf_counter()
+            model.fit(X, y)
+            best[key] = min(best[key], time.perf_counter() - t)
+    return best
+
+
+def fits_section(conditions, sizes, methods) -> list[dict]:
+    rows = []
+    table = estimators()
+    for condition in conditions:
+        ctx = BusyProcess() if condition == "busy" else None
+        if ctx is not None:
+            ctx.__enter__()
+        try:
+            for n in sizes:
+                X, y = banana_like(n)
+                for name in methods:
+                    if n > 400 and name in SMALL_ONLY:
+                        continue
+                    cls = table[name]
+                    params = params_of(cls)
+
+                    def make(n_jobs, cls=cls, params=params):
+                        return cls(**{"random_state": 0, **params, "n_jobs": n_jobs})
+
+                    best = interleaved(make, X, y)
+                    row = {
+                        "condition": condition,
+                        "n": n,
+                        "method": name,
+                        "default_s": best["default"],
+                        "one_s": best["one"],
+                        "ratio": best["default"] / best["one"],
+                        "load": os.getloadavg()[0],
+                    }
+                    rows.append(row)
+                    print(
+                        f"{condition:5s} n={n:5d} {name:20s} default {1e3 * row['default_s']:9.1f} ms  "
+                        f"one {1e3 * row['one_s']:9.1f} ms  ratio {row['ratio']:.2f}  (load {row['load']:.1f})",
+                        flush=True,
+                    )
+        finally:
+            if ctx is not None:
+                ctx.__exit__(None, None, None)
+    return rows
+
+
+def grid_section(n=5000, repeat=2) -> list[dict]:
+    from sklearn.model_selection import GridSearchCV
+
+    X, y = banana_like(n)
+    grid = {"sigma": [0.5, 0.7], "C": [1e-3, 1e-2]}  # 4 candidates × 2 folds = 8 fits
+    base = kfdnumba.SparseGreedyKFD(random_state=0, max_bases=80)
+    times = {1: np.inf, 2: np.inf}
+    GridSearchCV(base, grid, cv=2, n_jobs=2).fit(X, y)  # warm-up (workers compile or load the cache)
+    for _ in range(repeat):
+        for n_jobs in (1, 2):
+            t = time.perf_counter()
+            GridSearchCV(base, grid, cv=2, n_jobs=n_jobs).fit(X, y)
+            times[n_jobs] = min(times[n_jobs], time.perf_counter() - t)
+    row = {"n": n, "fits": 8, "serial_s": times[1], "two_workers_s": times[2], "ratio": times[2] / times[1]}
+    print(
+        f"GridSearchCV, 8 fits of SparseGreedyKFD at n={n}: n_jobs=1 {row['serial_s']:.2f} s, "
+        f"n_jobs=2 {row['two_workers_s']:.2f} s, ratio {row['ratio']:.2f}",
+        flush=True,
+    )
+    return [row]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=["fits", "grid"], default=None)
+    parser.add_argument("--conditions", nargs="+", choices=["idle", "busy"], default=["idle", "busy"])
+    parser.add_argument("--sizes", nargs="+", type=int, default=[400, 5000])
+    parser.add_argument("--methods", nargs="+", default=None)
+    parser.add_argument("--json", default=None, help="write the rows to this file")
+    args = parser.parse_args(argv)
+    print(f"load average at start: {os.getloadavg()}", flush=True)
+    methods = args.methods or list(estimators())
+    out = {}
+    if args.only in (None, "fits"):
+        out["fits"] = fits_section(args.conditions, args.sizes, methods)
+        worst = max(r["ratio"] for r in out["fits"])
+        print(f"worst default / one-thread ratio: {worst:.2f}")
+    if args.only in (None, "grid"):
+        out["grid"] = grid_section()
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""The package's thread policy: how many threads a call uses, and where (beside the jit policy).
+
+Every public ``fit`` / ``predict`` / ``transform`` runs inside
+:func:`thread_policy`; every ``prange`` kernel is entered through
+``kernel.run(work, *args)`` (see :mod:`kfdnumba._jit`), which applies the rules
+below. Nothing here changes Numba's global threading layer.
+
+Rules
+-----
+1. **Work thresholds.** A parallel kernel runs its serial twin when its work
+   (about the number of inner-loop operations of the call) is below the
+   kernel's ``min_work`` (``PARALLEL_MIN_WORK`` unless the kernel says
+   otherwise). The test depends on the problem size only, and every parallel
+   kernel sums in a fixed order, so 1 and 2 threads give identical results.
+   :func:`force_parallel` (tests) sets every threshold to zero, so the suite
+   exercises each parallel path; ``_jit.parallel_kernels()`` lists the kernels
+   and how often each entered its parallel path.
+2. **Threads for a call** (``n_jobs=None``, the default): the cores this process
+   may run on (``os.sched_getaffinity``), capped by ``NUMBA_NUM_THREADS``, minus
+   the threads that other processes are running at this moment (Linux: the
+   runnable count of ``/proc/loadavg`` less this process's own runnable
+   threads), shared among the kfdnumba calls running concurrently in this
+   process (threads of a joblib ``threading`` backend, a Dask worker), and at
+   least one. This is OpenMP's ``OMP_DYNAMIC`` idea (libgomp sizes teams from
+   the load average), with an instantaneous load: a parallel region is only as
+   fast as its slowest thread, and on a machine whose cores are taken a
+   thread of ours waits for a scheduler slice at every barrier. The
+   decision is made when a call starts; an explicit ``n_jobs`` is obeyed
+   (clipped to ``NUMBA_NUM_THREADS``).
+3. **Inside joblib / loky workers** the default is one thread: joblib starts
+   its loky workers with ``NUMBA_NUM_THREADS`` (and the BLAS variables) set to
+   ``cpu_count // n_jobs``, which caps Numba there; an explicit ``n_jobs`` is
+   clipped to it.
+4. **BLAS.** Inside a call, BLAS is capped at one thread while Numba kernels
+   run (``thread_policy``); a BLAS-heavy section (a large ``syrk`` or Cholesky)
+   runs in :func:`blas_section`, which gives BLAS the call's threads and Numba
+   one. The cap uses ``threadpoolctl`` when it is installed (scikit-learn
+   depends on it; ``pip install "kfdnumba[threads]"``), imported lazily; without
+   it BLAS keeps its own thread count.
+
+Why the BLAS cap matters (measured on the 2-core development machine, Numba's
+default ``omp`` layer, OpenBLAS 0.3.30): after a 400 × 400 ``dgemm`` on two
+OpenBLAS threads, the next Numba parallel region took 2.3–2.6 ms instead of
+2 µs, because OpenBLAS's worker keeps spinning on the core the OpenMP worker
+needs; ``KFD`` on 400 points fitted in 30 ms with two threads against 7 ms
+with one. With BLAS capped at one thread the spinning worker is never started.
+
+Threading layers, measured on the same machine (launch of a trivial
+``prange`` loop, median; ``benchmarks/threads.py --only layers``):
+``omp`` (Numba's default here) 2 µs idle; ``workqueue`` 130 µs, and it aborts
+on concurrent calls from two Python threads; ``tbb`` was not installable with
+this Numba (see ``benchmarks/threads.py``). ``OMP_WAIT_POLICY=passive`` makes
+``omp`` launches cost 20–40 µs but avoids the post-BLAS stall; with the BLAS
+cap the stall is gone anyway, so kfdnumba keeps the defaults: it never sets
+the layer or the wait policy (the README says how a user can).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager, nullcontext
+
+import numba
+
+__all__ = [
+    "PARALLEL_MIN_WORK",
+    "worth_parallel",
+    "force_parallel",
+    "resolve_n_jobs",
+    "plan_threads",
+    "thread_policy",
+    "blas_section",
+    "numba_threads",
+]
+
+#: Default work (inner-loop operations) below which a kernel runs its serial twin: about
+#: 100-300 µs of serial work, more than the cost of waking the thread team on an idle machine.
+PARALLEL_MIN_WORK = 1 << 18
+
+_state = threading.local()
+_lock = threading.Lock()
+_active_calls = 0
+_force_parallel = False
+
+
+def worth_parallel(work: float, min_work: float = PARALLEL_MIN_WORK) -> bool:
+    """Whether a kernel with this much work should run its parallel path (rule 1)."""
+    return _force_parallel or work >= min_work
+
+
+@contextmanager
+def force_parallel():
+    """Test override: every kernel takes its parallel path whatever its work."""
+    global _force_parallel
+    old = _force_parallel
+    _force_parallel = True
+    try:
+        yield
+    finally:
+        _force_parallel = old
+
+
+def resolve_n_jobs(n_jobs) -> int | None:
+    """Numba thread count for an explicit ``n_jobs`` (None = the policy's choice; -1 = all; -2 = all but one)."""
+    if n_jobs is None:
+        return None
+    limit = numba.config.NUMBA_NUM_THREADS
+    n = n_jobs if n_jobs > 0 else limit + 1 + n_jobs
+    return int(min(max(n, 1), limit))
+
+
+def _available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _running_elsewhere() -> int:
+    """Threads of other processes running or runnable now (Linux; 0 where unknown)."""
+    try:
+        with open("/proc/loadavg") as f:
+            total = int(f.read().split()[3].split("/")[0])
+        own = 0
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if stat[stat.rindex(")") + 2] == "R":
+                own += 1
+    except (OSError, ValueError, IndexError):
+        return 0
+    return max(total - own, 0)
+
+
+def plan_threads(n_jobs=None) -> int:
+    """Numba threads for a call starting now (rules 2 and 3 of the module docstring)."""
+    explicit = resolve_n_jobs(n_jobs)
+    if explicit is not None:
+        return explicit
+    limit = min(numba.config.NUMBA_NUM_THREADS, _available_cores())
+    if limit <= 1:
+        return 1
+    free = _available_cores() - _running_elsewhere()
+    with _lock:
+        sharing = max(_active_calls, 1)
+    return int(max(1, min(limit, free // sharing)))
+
+
+_controller = None
+
+
+def _blas_controller():
+    """A cached ``threadpoolctl.ThreadpoolController`` (None without threadpoolctl)."""
+    global _controller
+    if _controller is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            _controller = False
+        else:
+            _controller = ThreadpoolController()
+    return _controller or None
+
+
+def _blas_limit(n: int):
+    controller = _blas_controller()
+    if controller is None:
+        return nullcontext()
+    return controller.limit(limits=n, user_api="blas")
+
+
+@contextmanager
+def numba_threads(n: int | None):
+    """Set Numba's thread count for this Python thread (None: leave it); restored in ``finally``."""
+    if n is None:
+        yield
+        return
+    old = numba.get_num_threads()
+    numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(old)
+
+
+@contextmanager
+def thread_policy(n_jobs=None):
+    """The policy for one public call: Numba threads from :func:`plan_threads`, BLAS one thread.
+
+    Nested calls (a fit that predicts) keep the outer call's setting.
+    """
+    global _active_calls
+    if getattr(_state, "depth", 0):
+        _state.depth += 1
+        try:
+            yield
+        finally:
+            _state.depth -= 1
+        return
+    with _lock:
+        _active_calls += 1
+    _state.depth = 1
+    try:
+        n = plan_threads(n_jobs)
+        _state.threads = n
+        with numba_threads(n), _blas_limit(1):
+            yield
+    finally:
+        _state.depth = 0
+        with _lock:
+            _active_calls -= 1
+
+
+def call_threads() -> int:
+    """Threads of the current call (Numba's setting outside any call)."""
+    if getattr(_state, "depth", 0):
+        return _state.threads
+    return numba.get_num_threads()
+
+
+@contextmanager
+def blas_section(work: float, min_work: float = 1 << 26):
+    """A BLAS-heavy section: BLAS gets the call's threads when ``work`` (flops) is large, Numba one thread.
+
+    Below ``min_work`` flops BLAS stays on one thread (its own thread start-up
+    and the spinning of its workers would cost more than they save).
+    """
+    n = call_threads()
+    if n <= 1 or not worth_parallel(work, min_work):
+        yield
+        return
+    with numba_threads(1), _blas_limit(n):
+        yield
