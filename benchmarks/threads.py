@@ -4,6 +4,15 @@
     python benchmarks/threads.py --only fits          # the per-estimator table only
     python benchmarks/threads.py --only grid          # GridSearchCV(n_jobs=2) against n_jobs=1
     python benchmarks/threads.py --conditions idle    # skip the busy-machine rows
+    python benchmarks/threads.py --only layers        # Numba threading layers and the OpenMP wait policy
+
+``--only layers`` runs one child process per configuration (``omp`` with the
+default / passive / active wait policy, ``workqueue``, ``tbb`` when the
+``tbb`` package is installed; its ``libtbb`` is found through
+``LD_LIBRARY_PATH`` set to the environment's ``lib``) and reports the launch
+time of a trivial ``prange`` loop (median, idle, right after a two-thread
+BLAS ``dgemm``, beside a busy process), two Python threads calling at once,
+and a ``SparseGreedyKFD`` fit at ℓ = 5 000 (default threads, idle and busy).
 
 For every estimator (its ``demo_params``) on Banana-like data (the packaged
 pool resampled with 0.05 jitter) at ℓ = 400 and ℓ = 5 000 (the ℓ³ methods
@@ -164,9 +173,100 @@ def grid_section(n=5000, repeat=2) -> list[dict]:
     return [row]
 
 
+LAYER_PROBE = r"""
+import json, sys, threading, time
+import numpy as np, numba
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, sys.argv[1] + "/benchmarks")
+from threads import BusyProcess, banana_like
+import kfdnumba
+
+@numba.njit(parallel=True)
+def touch(a):
+    for i in numba.prange(a.shape[0]):
+        a[i] += 1.0
+
+a = np.zeros(1000)
+touch(a)
+x = np.random.default_rng(0).random((400, 400))
+
+def launches(before=None, n=40):
+    ts = []
+    for _ in range(n):
+        if before is not None:
+            before()
+        t = time.perf_counter(); touch(a); ts.append(time.perf_counter() - t)
+    return float(np.median(ts)) * 1e6
+
+out = {"layer": None, "idle_us": launches(), "after_blas_us": launches(lambda: x @ x)}
+out["layer"] = numba.threading_layer()
+
+def concurrent():
+    errors = []
+    def work():
+        try:
+            for _ in range(200):
+                touch(np.zeros(1000))
+        except Exception as exc:
+            errors.append(repr(exc))
+    ts = [threading.Thread(target=work) for _ in range(2)]
+    [t.start() for t in ts]; [t.join() for t in ts]
+    return "ok" if not errors else errors[0]
+
+out["two_python_threads"] = concurrent() if sys.argv[2] != "workqueue" else "not run (aborts the process)"
+X, y = banana_like(5000)
+def fit_time():
+    kfdnumba.SparseGreedyKFD(**kfdnumba.SparseGreedyKFD.demo_params, random_state=0).fit(X, y)
+    best = np.inf
+    for _ in range(3):
+        t = time.perf_counter()
+        kfdnumba.SparseGreedyKFD(**kfdnumba.SparseGreedyKFD.demo_params, random_state=0, n_jobs=2).fit(X, y)
+        best = min(best, time.perf_counter() - t)
+    return best * 1e3
+out["sg_fit_ms_idle"] = fit_time()
+with BusyProcess():
+    out["busy_us"] = launches()
+    out["sg_fit_ms_busy"] = fit_time()
+print(json.dumps(out))
+"""
+
+
+def layers_section() -> list[dict]:
+    import subprocess
+    import sysconfig
+
+    configs = [
+        ("omp", {}),
+        ("omp", {"OMP_WAIT_POLICY": "passive"}),
+        ("omp", {"OMP_WAIT_POLICY": "active"}),
+        ("workqueue", {}),
+        ("tbb", {"LD_LIBRARY_PATH": str(Path(sysconfig.get_paths()["data"]) / "lib")}),
+    ]
+    rows = []
+    for layer, extra in configs:
+        env = {**os.environ, "NUMBA_THREADING_LAYER": layer, **extra}
+        result = subprocess.run(
+            [sys.executable, "-c", LAYER_PROBE, str(ROOT), layer], env=env, capture_output=True, text=True, timeout=600
+        )
+        label = layer + "".join(f" {k}={v}" for k, v in extra.items() if k != "LD_LIBRARY_PATH")
+        if result.returncode != 0:
+            print(f"{label:28s} unavailable: {result.stderr.strip().splitlines()[-1][:100]}", flush=True)
+            rows.append({"config": label, "error": result.stderr.strip().splitlines()[-1]})
+            continue
+        row = {"config": label, **json.loads(result.stdout.strip().splitlines()[-1])}
+        rows.append(row)
+        print(
+            f"{label:28s} launch idle {row['idle_us']:7.0f} us, after BLAS {row['after_blas_us']:7.0f} us, "
+            f"busy {row['busy_us']:7.0f} us; two threads: {row['two_python_threads']}; "
+            f"SparseGreedyKFD 5000 (2 threads) idle {row['sg_fit_ms_idle']:.0f} ms, busy {row['sg_fit_ms_busy']:.0f} ms",
+            flush=True,
+        )
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["fits", "grid"], default=None)
+    parser.add_argument("--only", choices=["fits", "grid", "layers"], default=None)
     parser.add_argument("--conditions", nargs="+", choices=["idle", "busy"], default=["idle", "busy"])
     parser.add_argument("--sizes", nargs="+", type=int, default=[400, 5000])
     parser.add_argument("--methods", nargs="+", default=None)
@@ -181,6 +281,8 @@ def main(argv=None):
         print(f"worst default / one-thread ratio: {worst:.2f}")
     if args.only in (None, "grid"):
         out["grid"] = grid_section()
+    if args.only == "layers":
+        out["layers"] = layers_section()
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return out

@@ -45,14 +45,27 @@ OpenBLAS threads, the next Numba parallel region took 2.3–2.6 ms instead of
 needs; ``KFD`` on 400 points fitted in 30 ms with two threads against 7 ms
 with one. With BLAS capped at one thread the spinning worker is never started.
 
-Threading layers, measured on the same machine (launch of a trivial
-``prange`` loop, median; ``benchmarks/threads.py --only layers``):
-``omp`` (Numba's default here) 2 µs idle; ``workqueue`` 130 µs, and it aborts
-on concurrent calls from two Python threads; ``tbb`` was not installable with
-this Numba (see ``benchmarks/threads.py``). ``OMP_WAIT_POLICY=passive`` makes
-``omp`` launches cost 20–40 µs but avoids the post-BLAS stall; with the BLAS
-cap the stall is gone anyway, so kfdnumba keeps the defaults: it never sets
-the layer or the wait policy (the README says how a user can).
+Threading layers and the OpenMP wait policy, measured on the same machine
+(``python benchmarks/threads.py --only layers``: launch of a trivial
+``prange`` loop, median; ``SparseGreedyKFD`` on 5 000 Banana points forced to
+two threads, idle and beside one busy process)::
+
+    layer                       launch idle  after a BLAS dgemm  SG fit idle  SG fit busy
+    omp (Numba's default here)       2 µs            2 563 µs        63 ms       141 ms
+    omp, OMP_WAIT_POLICY=passive    38 µs               15 µs        70 ms        76 ms
+    omp, OMP_WAIT_POLICY=active      2 µs            2 582 µs       355 ms       169 ms
+    workqueue                      118 µs               83 µs        87 ms        81 ms
+    tbb (pip's tbb 2022.3)           2 µs               57 µs        75 ms        75 ms
+
+``workqueue`` aborts the process when two Python threads call parallel code
+at once, so it is out. ``tbb`` and a passive ``omp`` are the robust layers
+under contention, ``omp`` with its default wait policy the fastest on an idle
+machine; with rules 2 and 4 (one thread when the cores are taken, BLAS capped)
+the default ``omp`` fits are as fast as one thread on a busy machine too
+(``benchmarks/threads.py``). So kfdnumba keeps Numba's defaults and never sets
+the layer or the wait policy; the README says how a user who forces
+``n_jobs`` on a shared machine can (``NUMBA_THREADING_LAYER=tbb`` with the
+``tbb`` package, or ``OMP_WAIT_POLICY=passive``, set before the first call).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Concurrency: two Python threads fitting at once, and a fork after a parallel fit."""
 
 import multiprocessing as mp
+import os
+import sys
 import threading
 
 import numpy as np
@@ -57,3 +59,170 @@ def test_fork_after_parallel_fit_finishes():
     assert proc.exitcode == 0
     np.testing.assert_allclose(dec, parent.decision_function(X), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(ksum, Kernel("rbf", 0.5).block(X, X).sum())
+
+
+# ------------------------------------------------------------------ the thread policy
+import joblib  # noqa: E402
+import numba  # noqa: E402
+
+from kfdnumba import (  # noqa: E402
+    DDAClassifier,
+    LqKFD,
+    MatchingPursuitKFD,
+    ReformativeKFD,
+    SparseGreedyKFD,
+    _jit,
+    _threads,
+)
+from kfdnumba import dda as dda_module  # noqa: E402
+
+needs_two_threads = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs 2 Numba threads")
+
+
+def _blobs(n, d, seed, n_classes=2):
+    r = np.random.default_rng(seed)
+    y = np.arange(n) % n_classes
+    X = r.standard_normal((n, d)) + 1.5 * np.eye(d)[y % d]
+    return X, y
+
+
+#: (estimator, parameters, data) that together enter every parallel kernel of the package.
+PARALLEL_CASES = [
+    ("KFD", KFD, {"sigma": 1.0}, (80, 2, 0, 2)),
+    ("KFD d=20 (BLAS cross term)", KFD, {"sigma": 4.0}, (60, 20, 1, 2)),
+    ("LqKFD", LqKFD, {"sigma": 1.0, "q": 0.5}, (70, 2, 2, 2)),
+    ("ReformativeKFD dense", ReformativeKFD, {"sigma": 1.0, "scatter": "dense", "tol": 0.0, "max_nodes": 12}, (70, 2, 3, 2)),
+    ("ReformativeKFD blocked", ReformativeKFD, {"sigma": 1.0, "scatter": "blocked", "max_nodes": 12}, (70, 3, 4, 2)),
+    ("SparseGreedyKFD 3 classes", SparseGreedyKFD, {"sigma": 1.0, "max_bases": 12}, (90, 2, 5, 3)),
+    (
+        "MatchingPursuitKFD dense",
+        MatchingPursuitKFD,
+        {"sigma": 1.0, "criterion": "optimal", "deflated_kernel": "dense", "n_bases": 8},
+        (70, 2, 6, 2),
+    ),
+    (
+        "MatchingPursuitKFD implicit",
+        MatchingPursuitKFD,
+        {"sigma": 1.0, "criterion": "optimal", "deflated_kernel": "implicit", "n_landmarks": 30, "n_bases": 8},
+        (70, 2, 7, 2),
+    ),
+    ("DDAClassifier", DDAClassifier, {"floor": 0.5, "early_stopping": False, "max_iter": 4}, (45, 3, 8, 3)),
+]
+
+
+def _fitted_outputs(cls, params, data, n_jobs):
+    X, y = _blobs(*data)
+    model = cls(**params, n_jobs=n_jobs, random_state=0).fit(X, y)
+    if isinstance(model, DDAClassifier):
+        return model.T_, model.predict(X)
+    return model.support_, model.dual_coef_, model.intercept_, model.predict_proba(X)
+
+
+@needs_two_threads
+def test_every_parallel_kernel_runs_in_parallel_with_one_and_two_threads_equal(monkeypatch):
+    kernels = {name: k for name, k in _jit.parallel_kernels().items() if name.startswith("kfdnumba.")}
+    before = {name: k.parallel_calls for name, k in kernels.items()}
+    for label, cls, params, data in PARALLEL_CASES:
+        serial = _fitted_outputs(cls, params, data, None)  # small data: the serial twins
+        with _threads.force_parallel():
+            one = _fitted_outputs(cls, params, data, 1)
+            two = _fitted_outputs(cls, params, data, 2)
+        for a, b, c in zip(serial, one, two):
+            np.testing.assert_array_equal(a, b, err_msg=label)
+            np.testing.assert_array_equal(b, c, err_msg=label)
+    # DDA's row kernel (no stored pair weights) is its own path
+    monkeypatch.setattr(dda_module, "_SYMMETRIC_MAX_N", 0)
+    with _threads.force_parallel():
+        _fitted_outputs(DDAClassifier, {"floor": 0.5, "early_stopping": False, "max_iter": 2}, (30, 2, 9, 2), 2)
+    never = sorted(name for name, k in kernels.items() if k.parallel_calls == before[name])
+    assert not never, f"parallel kernels the suite never ran in parallel: {never}"
+    assert len(kernels) >= 21  # every prange kernel of the package is registered
+
+
+def test_small_work_takes_the_serial_twin():
+    def double(a):
+        out = np.empty_like(a)
+        for i in numba.prange(a.shape[0]):
+            out[i] = 2.0 * a[i]
+        return out
+
+    kernel = _jit.jit(double, min_work=100)
+    kernel.run(10, np.ones(3))
+    assert kernel.parallel_calls == 0
+    kernel.run(100, np.ones(3))
+    assert kernel.parallel_calls == 1
+    with _threads.force_parallel():
+        kernel.run(0, np.ones(3))
+    assert kernel.parallel_calls == 2
+
+
+def test_plan_threads_follows_the_free_cores(monkeypatch):
+    limit = min(numba.config.NUMBA_NUM_THREADS, _threads._available_cores())
+    monkeypatch.setattr(_threads, "_running_elsewhere", lambda: 0)
+    assert _threads.plan_threads(None) == limit
+    monkeypatch.setattr(_threads, "_running_elsewhere", lambda: _threads._available_cores())
+    assert _threads.plan_threads(None) == 1  # every core taken by other processes
+    assert _threads.plan_threads(1) == 1  # explicit n_jobs is obeyed
+    assert _threads.plan_threads(-1) == numba.config.NUMBA_NUM_THREADS
+    monkeypatch.setattr(_threads, "_running_elsewhere", lambda: 0)
+    monkeypatch.setattr(_threads, "_active_calls", 2)  # two kfdnumba calls share the cores
+    assert _threads.plan_threads(None) == max(1, limit // 2)
+
+
+def test_running_elsewhere_counts_a_busy_process():
+    import subprocess
+    import time
+
+    if not os.path.exists("/proc/loadavg"):
+        pytest.skip("no /proc")
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        seen = max(_threads._running_elsewhere() for _ in range(20))
+    finally:
+        proc.kill()
+        proc.wait()
+    assert seen >= 1
+
+
+def test_policy_caps_blas_inside_a_call_and_blas_section_lifts_it():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads():
+        return max(info["num_threads"] for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas")
+
+    outside = blas_threads()
+    with _threads.thread_policy(2):
+        assert blas_threads() == 1
+        assert numba.get_num_threads() == min(2, numba.config.NUMBA_NUM_THREADS)
+        with _threads.blas_section(1e12):
+            assert numba.get_num_threads() == 1
+            assert blas_threads() == min(2, numba.config.NUMBA_NUM_THREADS)
+        with _threads.blas_section(10.0):  # small: BLAS stays on one thread
+            assert blas_threads() == 1
+        assert blas_threads() == 1
+    assert blas_threads() == outside
+
+
+def _plan_in_worker():
+    return _threads.plan_threads(None), numba.get_num_threads()
+
+
+def test_loky_workers_default_to_one_thread():
+    plans = joblib.Parallel(n_jobs=2, backend="loky")(joblib.delayed(_plan_in_worker)() for _ in range(2))
+    assert all(plan == (1, 1) for plan in plans), plans
+
+
+def test_grid_search_in_two_loky_workers_equals_the_serial_fit():
+    from sklearn.model_selection import GridSearchCV
+
+    X, y = _blobs(160, 2, 11)
+    grid = {"sigma": [0.7, 1.4], "C": [1e-3, 1e-2]}
+    base = SparseGreedyKFD(max_bases=15, random_state=0)
+    serial = GridSearchCV(base, grid, cv=2, n_jobs=1).fit(X, y)
+    parallel = GridSearchCV(base, grid, cv=2, n_jobs=2).fit(X, y)
+    np.testing.assert_array_equal(serial.cv_results_["mean_test_score"], parallel.cv_results_["mean_test_score"])
+    assert serial.best_params_ == parallel.best_params_
+    np.testing.assert_array_equal(
+        serial.best_estimator_.decision_function(X), parallel.best_estimator_.decision_function(X)
+    )
