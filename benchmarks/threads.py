@@ -258,7 +258,7 @@ def layers_section() -> list[dict]:
         print(
             f"{label:28s} launch idle {row['idle_us']:7.0f} us, after BLAS {row['after_blas_us']:7.0f} us, "
             f"busy {row['busy_us']:7.0f} us; two threads: {row['two_python_threads']}; "
-            f"SparseGreedyKFD 5000 (2 threads) idle {row['sg_fit_ms_idle']:.0f} ms, busy {row['sg_fit_ms_busy']:.0f} ms",
+            f"SG 5000 (2 threads) idle {row['sg_fit_ms_idle']:.0f} ms, busy {row['sg_fit_ms_busy']:.0f} ms",
             flush=True,
         )
     return rows

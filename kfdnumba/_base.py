@@ -7,11 +7,21 @@ and the thread count are written once, here. A method module only implements
 ``_fit_binary(X, y, rng) -> KernelExpansion`` with ``y`` in {-1, +1} (and may
 override ``_fit_one_vs_rest`` to share work across classes).
 
-Probabilities (section 5 of Mika, Smola & Schölkopf 2001): Gaussian
-class-conditionals on the 1-D output with the class means and variances of
-the training outputs, priors from the class sizes, Bayes' rule. With more than
-two classes each one-vs-rest model gives P(class | its output) and these are
-normalised to sum to one.
+Probabilities (after section 5 of Mika, Smola & Schölkopf 2001): Gaussian
+class-conditionals on the 1-D output with the class means of the training
+outputs and their pooled variance v, so the log posterior odds are linear in
+the output, ``L = β (f - t)`` with ``β = (m₊ - m₋) / v``, centred on the
+method's cut t. ``predict`` and ``argmax predict_proba`` therefore agree on
+every point, and with the Bayes cut of the pooled model (priors from the
+class sizes) this is exactly that model. (The paper's separate class
+variances make the log odds quadratic in f, with a second crossing in the
+tails where its 0.5 point and the method's cut disagree.) Log-probabilities
+are computed from the log odds (``-logaddexp(0, ∓L)``), finite however
+confident the model. With more than two classes each one-vs-rest model gives
+P(class | its output) and these are normalised to sum to one.
+
+A ``fit`` that raises leaves an unfitted estimator: every fitted attribute
+is dropped before fitting and again on failure.
 
 scikit-learn is never imported at module level: ``get_params``/``set_params``
 and the tags are implemented here so that ``clone``, ``GridSearchCV``,
@@ -270,10 +280,6 @@ class KernelExpansion:
     info: dict = field(default_factory=dict)
 
 
-def _gaussian_log_density(f, mean, var):
-    return -0.5 * np.log(2.0 * np.pi * var) - 0.5 * (f - mean) ** 2 / var
-
-
 def bayes_threshold(output: np.ndarray, positive: np.ndarray) -> float | None:
     """Where the Gaussian class-conditionals of the training outputs, times the priors, cross.
 
@@ -397,6 +403,27 @@ class BaseEstimator:
 
     #: Attribute that exists once the estimator is fitted.
     _fitted_attribute: ClassVar[str] = "n_features_in_"
+    #: Private fitted state (besides the public ``name_`` attributes) that a refit must drop.
+    _private_fitted: ClassVar[tuple] = ()
+
+    def _clear_fitted(self) -> None:
+        """Drop every fitted attribute (``name_`` and ``_private_fitted``), so a failed fit leaves none."""
+        params = set(self.get_params())
+        for name in list(vars(self)):
+            if (name.endswith("_") and not name.startswith("__") and name not in params) or (
+                name in self._private_fitted
+            ):
+                delattr(self, name)
+
+    @contextmanager
+    def _fitting(self):
+        """Around a fit: drop the old fitted state first, and everything again if the fit raises."""
+        self._clear_fitted()
+        try:
+            yield
+        except BaseException:
+            self._clear_fitted()
+            raise
 
     def _check_is_fitted(self) -> None:
         if not hasattr(self, self._fitted_attribute):
@@ -462,7 +489,14 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
 
     # --------------------------------------------------------------------- fit
     def fit(self, X, y):
-        """Fit the classifier on X (n_samples, n_features) and labels y."""
+        """Fit the classifier on X (n_samples, n_features) and labels y.
+
+        A fit that raises leaves the estimator unfitted (no fitted attribute).
+        """
+        with self._fitting():
+            return self._fit(X, y)
+
+    def _fit(self, X, y):
         self._validate_params()
         X = check_array(X)
         classes, encoded = check_labels(y, X.shape[0], self._min_samples_per_class)
@@ -509,24 +543,30 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         self.support_vectors_ = X[support].copy()
         self.dual_coef_ = coef
         self.intercept_ = intercept
-        # Gaussian class-conditional model on each 1-D output.
+        # Gaussian class-conditional model on each 1-D output (pooled variance; module docstring).
         means = np.empty((len(expansions), 2))
         variances = np.empty((len(expansions), 2))
         priors = np.empty((len(expansions), 2))
+        slope = np.empty(len(expansions))
         for c, (e, y) in enumerate(zip(expansions, targets)):
             if e.train_output is not None:
                 out = np.asarray(e.train_output, dtype=np.float64) - e.threshold
             else:
                 out = self.kernel_.expansion(X, self.support_vectors_, coef[:, c]) + intercept[c]
+            squares = 0.0
             for k, label in enumerate((-1.0, 1.0)):
                 values = out[y == label]
                 means[c, k] = values.mean()
                 variances[c, k] = values.var(ddof=1) if values.shape[0] > 1 else 0.0
                 priors[c, k] = values.shape[0] / y.shape[0]
-        scale = np.maximum(np.abs(means).max(axis=1, keepdims=True), 1e-12)
+                squares += float(np.sum((values - means[c, k]) ** 2))
+            scale = max(float(np.abs(means[c]).max()), 1e-12)
+            pooled = max(squares / max(y.shape[0] - 2, 1), (1e-6 * scale) ** 2)
+            slope[c] = max(means[c, 1] - means[c, 0], 0.0) / pooled
         self.output_means_ = means
-        self.output_vars_ = np.maximum(variances, (1e-6 * scale) ** 2)
+        self.output_vars_ = variances
         self.class_priors_ = priors
+        self.proba_slope_ = slope
         keys = {k for e in expansions for k in e.info}
         for key in keys:
             values = [e.info.get(key) for e in expansions]
@@ -547,56 +587,50 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         return out + self.intercept_
 
     def _positive_log_odds(self, out: np.ndarray) -> np.ndarray:
-        """Log P(+ | f) - log P(- | f) of each one-vs-rest model (Gaussian class-conditionals)."""
-        log_neg = np.log(self.class_priors_[:, 0]) + _gaussian_log_density(
-            out, self.output_means_[:, 0], self.output_vars_[:, 0]
-        )
-        log_pos = np.log(self.class_priors_[:, 1]) + _gaussian_log_density(
-            out, self.output_means_[:, 1], self.output_vars_[:, 1]
-        )
-        return log_pos - log_neg
+        """Log P(+ | f) - log P(- | f) of each one-vs-rest model: ``β (f - t)`` (module docstring)."""
+        return out * self.proba_slope_
 
     def decision_function(self, X) -> np.ndarray:
         """Signed scores.
 
         Two classes: shape (n,), the method's output minus its threshold
-        (> 0 means ``classes_[1]``; the rule of the method's paper). More
-        classes: shape (n, n_classes), the log posterior odds of each
-        one-vs-rest model, so that its argmax agrees with ``predict`` and
-        ``predict_proba`` (raw one-vs-rest outputs are not comparable across
-        classes).
+        (> 0 means ``classes_[1]``; the rule of the method's paper, or the
+        chosen cut). More classes: shape (n, n_classes), the log posterior
+        odds of each one-vs-rest model, so that its argmax agrees with
+        ``predict`` and ``predict_proba`` (raw one-vs-rest outputs are not
+        comparable across classes).
         """
         out = self._raw_output(X)
         return out[:, 0] if out.shape[1] == 1 else self._positive_log_odds(out)
 
     def predict(self, X) -> np.ndarray:
-        """Class labels (argmax of :meth:`decision_function`)."""
+        """Class labels (argmax of :meth:`decision_function`, and of :meth:`predict_proba`)."""
         score = self.decision_function(X)
         if score.ndim == 1:
             return self.classes_[(score > 0).astype(np.intp)]
         return self.classes_[np.argmax(score, axis=1)]
 
-    def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities (n, n_classes) from Gaussian class-conditionals on the output.
-
-        Two classes: Bayes' rule on the 1-D output. Its 0.5 point lies where the
-        two class densities cross, which can differ slightly from the method's
-        threshold used by :meth:`predict` (both are reported as the papers do).
-        More classes: P(class c | its one-vs-rest output), normalised.
-        """
+    def _log_proba(self, X) -> np.ndarray:
         log_odds = self._positive_log_odds(self._raw_output(X))
         if log_odds.shape[1] == 1:
-            p_pos = 0.5 * (1.0 + np.tanh(0.5 * log_odds[:, 0]))  # logistic, overflow-free
-            return np.column_stack([1.0 - p_pos, p_pos])
+            return np.column_stack([-np.logaddexp(0.0, log_odds[:, 0]), -np.logaddexp(0.0, -log_odds[:, 0])])
         log_p = -np.logaddexp(0.0, -log_odds)  # log P(c | its output), then normalised
-        log_p -= log_p.max(axis=1, keepdims=True)
-        p = np.exp(log_p)
-        return p / p.sum(axis=1, keepdims=True)
+        top = log_p.max(axis=1, keepdims=True)
+        return log_p - (top + np.log(np.exp(log_p - top).sum(axis=1, keepdims=True)))
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities (n, n_classes): Gaussian class-conditionals on the output (module docstring).
+
+        Two classes: ``P(classes_[1]) = 1 / (1 + exp(-β s))`` with s the
+        :meth:`decision_function`, so it is above 0.5 exactly where ``predict``
+        says ``classes_[1]``. More classes: P(class c | its one-vs-rest
+        output), normalised.
+        """
+        return np.exp(self._log_proba(X))
 
     def predict_log_proba(self, X) -> np.ndarray:
-        """Logarithm of :meth:`predict_proba`."""
-        with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
+        """Logarithm of :meth:`predict_proba`, from the log odds (finite for confident points)."""
+        return self._log_proba(X)
 
 
 def check_memory(n_bytes: float, budget_gb: float, what: str) -> None:

@@ -24,7 +24,7 @@ __all__ = ["forward_substitution", "back_substitution", "cholesky_append", "chol
 
 
 def row_gram_lower(A: np.ndarray) -> np.ndarray:
-    """``A Aᵀ`` with its lower triangle valid, C-contiguous: one BLAS ``syrk``, no copy of A (C-contiguous).
+    """Return ``A Aᵀ`` with its lower triangle valid, C-contiguous: one BLAS ``syrk``, no copy of a C-contiguous A.
 
     ``A.T`` is Fortran-contiguous with the values of Aᵀ, so BLAS reads A in
     place; ``syrk`` writes the upper triangle of ``(Aᵀ)ᵀ(Aᵀ)`` in Fortran order,

@@ -167,7 +167,7 @@ _controller = None
 
 
 def _blas_controller():
-    """A cached ``threadpoolctl.ThreadpoolController`` (None without threadpoolctl)."""
+    """Return a cached ``threadpoolctl.ThreadpoolController`` (None without threadpoolctl)."""
     global _controller
     if _controller is None:
         try:
@@ -202,7 +202,7 @@ def numba_threads(n: int | None):
 
 @contextmanager
 def thread_policy(n_jobs=None):
-    """The policy for one public call: Numba threads from :func:`plan_threads`, BLAS one thread.
+    """Apply the policy to one public call: Numba threads from :func:`plan_threads`, BLAS one thread.
 
     Nested calls (a fit that predicts) keep the outer call's setting.
     """
@@ -237,7 +237,7 @@ def call_threads() -> int:
 
 @contextmanager
 def blas_section(work: float, min_work: float = 1 << 26):
-    """A BLAS-heavy section: BLAS gets the call's threads when ``work`` (flops) is large, Numba one thread.
+    """Run a BLAS-heavy section: BLAS gets the call's threads when ``work`` (flops) is large, Numba one.
 
     Below ``min_work`` flops BLAS stays on one thread (its own thread start-up
     and the spinning of its workers would cost more than they save).

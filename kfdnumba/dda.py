@@ -94,8 +94,8 @@ from ._base import (
     check_array,
     check_labels,
 )
-from ._threads import thread_policy
 from ._jit import jit
+from ._threads import thread_policy
 
 __all__ = ["DDA", "DDAClassifier"]
 
@@ -470,6 +470,10 @@ class DDA(BaseEstimator):
     cv_errors_ : dict or None
         Inner-CV 1-NN error rate after each step (array of max_iter + 1) for
         every candidate floor; None without inner CV.
+    stop_reason_ : str
+        Why the final iteration ended: "tol", "max_iter", "early_stopping"
+        (the inner CV chose fewer steps) or "criterion_rose" (round-off; the
+        previous T is kept).
     cv_steps_ : int or None
         The number of steps the inner CV chose (``n_iter_`` can be smaller
         when ``tol`` stops the final fit first).
@@ -522,7 +526,11 @@ class DDA(BaseEstimator):
 
     # ------------------------------------------------------------------------ fit
     def fit(self, X, y):
-        """Learn T from X (n_samples, n_features) and class labels y."""
+        """Learn T from X (n_samples, n_features) and class labels y (a fit that raises leaves it unfitted)."""
+        with self._fitting():
+            return self._fit(X, y)
+
+    def _fit(self, X, y):
         self._validate_params()
         X = check_array(X)
         classes, encoded = check_labels(y, X.shape[0], 2)
@@ -726,6 +734,8 @@ class DDAClassifier(ClassifierMixin, DDA):
     Same parameters as :class:`DDA`. Extra fitted attributes: ``embedding_``
     (the transformed training set) and ``classes_``.
     """
+
+    _private_fitted: ClassVar[tuple] = ("_train_codes",)
 
     def _store_training_set(self, X: np.ndarray, encoded: np.ndarray) -> None:
         """Store the transformed training set and its class codes for 1-NN."""

@@ -226,7 +226,8 @@ class _DenseDeflatedKernel:
             return self.g * self.g, None
         between = np.zeros(self.n)
         within = np.zeros(self.n)
-        _update_and_score_columns.run(self.K.size,
+        _update_and_score_columns.run(
+            self.K.size,
             self.K,
             self.Pa,
             self.Pb,

@@ -103,8 +103,22 @@ def _bordering_vector(c, j, m, slots, support, stored_gram, cand_cols, col_sum, 
 
 @jit
 def _score_candidates(
-    factors, n_bases, slots, support, stored_gram, cand_cols, col_sum, new_diag, pos_sum, w_pos, C, kernel_reg,
-    candidate_ok, schur_floor, gains, schur,
+    factors,
+    n_bases,
+    slots,
+    support,
+    stored_gram,
+    cand_cols,
+    col_sum,
+    new_diag,
+    pos_sum,
+    w_pos,
+    C,
+    kernel_reg,
+    candidate_ok,
+    schur_floor,
+    gains,
+    schur,
 ):
     """Score every (class, candidate) pair by the gain r² of the bordered factor.
 
@@ -134,8 +148,22 @@ def _score_candidates(
 
 @jit(parallel=False)
 def _accept_candidate(
-    factors, w_pos, pos_const, c, j, m, slots, support, stored_gram, cand_cols, col_sum, new_diag, pos_sum, C,
-    kernel_reg, schur_floor,
+    factors,
+    w_pos,
+    pos_const,
+    c,
+    j,
+    m,
+    slots,
+    support,
+    stored_gram,
+    cand_cols,
+    col_sum,
+    new_diag,
+    pos_sum,
+    C,
+    kernel_reg,
+    schur_floor,
 ):
     """Border class c's factor with candidate j; write the new entries of L and L⁻¹A₊.
 
@@ -337,8 +365,22 @@ class SparseGreedyKFD(KernelClassifier):
             schur = np.empty((n_models, cand.size))
             _score_candidates.run(
                 cand.size * float(np.sum((n_bases[active] + 2) ** 2)),  # a triangular solve per pair
-                factors, n_bases, slots, support, stored_gram, cand_cols, col_sum, new_diag, pos_sum, w_pos, C,
-                kernel_reg, candidate_ok, SCHUR_RELATIVE_FLOOR, gains, schur,
+                factors,
+                n_bases,
+                slots,
+                support,
+                stored_gram,
+                cand_cols,
+                col_sum,
+                new_diag,
+                pos_sum,
+                w_pos,
+                C,
+                kernel_reg,
+                candidate_ok,
+                SCHUR_RELATIVE_FLOOR,
+                gains,
+                schur,
             )
             # never offer again what is (numerically) in the span of a class's expansion
             refused = candidate_ok & (gains < 0)
@@ -347,7 +389,18 @@ class SparseGreedyKFD(KernelClassifier):
             violation = None
             if self.selection == "infeasibility" and (n_bases[active] > 0).any():
                 violation = self._dual_infeasibility(
-                    X, targets, stored, n_stored, cand_cols, cand, factors, pos_const, n_bases, support, slots, C,
+                    X,
+                    targets,
+                    stored,
+                    n_stored,
+                    cand_cols,
+                    cand,
+                    factors,
+                    pos_const,
+                    n_bases,
+                    support,
+                    slots,
+                    C,
                     kernel_reg,
                 )
             for c in np.flatnonzero(active):
@@ -371,8 +424,22 @@ class SparseGreedyKFD(KernelClassifier):
                     j = int(np.argmax(np.where(valid, gains[c], -np.inf)))
                 m = int(n_bases[c])
                 gain = _accept_candidate(
-                    factors, w_pos, pos_const, c, j, m, slots, support, stored_gram, cand_cols, col_sum, new_diag,
-                    pos_sum, C, kernel_reg, SCHUR_RELATIVE_FLOOR,
+                    factors,
+                    w_pos,
+                    pos_const,
+                    c,
+                    j,
+                    m,
+                    slots,
+                    support,
+                    stored_gram,
+                    cand_cols,
+                    col_sum,
+                    new_diag,
+                    pos_sum,
+                    C,
+                    kernel_reg,
+                    SCHUR_RELATIVE_FLOOR,
                 )
                 if gain < 0:  # cannot happen after a successful score, but never accept a bad pivot
                     usable[c, cand[j]] = False
@@ -415,8 +482,21 @@ class SparseGreedyKFD(KernelClassifier):
         expansions = []
         for c in range(n_models):
             expansions.append(
-                self._solution(c, stored, factors, pos_const, n_bases, support, slots, positive[c], C, kernel_reg,
-                               objective[c], infeasibility[c], n_columns)
+                self._solution(
+                    c,
+                    stored,
+                    factors,
+                    pos_const,
+                    n_bases,
+                    support,
+                    slots,
+                    positive[c],
+                    C,
+                    kernel_reg,
+                    objective[c],
+                    infeasibility[c],
+                    n_columns,
+                )
             )
         return expansions
 
@@ -445,16 +525,28 @@ class SparseGreedyKFD(KernelClassifier):
             if n_bases[c] == 0:
                 continue
             positive = targets[c] > 0
-            alpha, b, f, lam_pos, lam_neg = self._coefficients(
-                c, stored, factors, pos_const, n_bases, slots, positive
-            )
+            alpha, b, f, lam_pos, lam_neg = self._coefficients(c, stored, factors, pos_const, n_bases, slots, positive)
             residual[c] = f - targets[c] + np.where(positive, lam_pos, lam_neg)
             if kernel_reg:
                 reg[c] = C * (alpha @ cand_cols[support[c, : n_bases[c]]])
         return np.abs(residual @ cand_cols + reg)
 
-    def _solution(self, c, stored, factors, pos_const, n_bases, support, slots, positive, C, kernel_reg, objective,
-                  infeasibility, n_columns):
+    def _solution(
+        self,
+        c,
+        stored,
+        factors,
+        pos_const,
+        n_bases,
+        support,
+        slots,
+        positive,
+        C,
+        kernel_reg,
+        objective,
+        infeasibility,
+        n_columns,
+    ):
         alpha, b, f, lam_pos, lam_neg = self._coefficients(c, stored, factors, pos_const, n_bases, slots, positive)
         m = int(n_bases[c])
         thresh = 0.0

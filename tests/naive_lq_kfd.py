@@ -121,3 +121,34 @@ def naive_lq_kfd(K, y, rho, q, tol=1e-5, max_iter=1000, penalize_bias=True, prun
             break
         j_old = j_new
     return omega, np.asarray(j_history), threshold
+
+
+def naive_lq_kfd_unpruned(K, y, rho, q, tol=1e-12, max_iter=20000, penalize_bias=True):
+    """The plain eq. (8) MM iteration with no active set and no pruning at all.
+
+    Every iteration solves the full (ℓ+1) × (ℓ+1) system ``ΨGΨ + D`` from
+    ω(0) = 1 (G = K̃ᵀK̃ and g = K̃ᵀŷ formed once); dying coefficients only shrink
+    (geometrically at q = 1) and are never set to zero. Runs until
+    ``|J_new - J_old| < tol · |J_old|`` (to convergence: a tight tol) or
+    ``max_iter``. Returns (ω of length ℓ+1, J history, threshold).
+    """
+    yhat, threshold = naive_targets(y)
+    Kt = naive_design(K)
+    G, g = Kt.T @ Kt, Kt.T @ yhat
+    ridge = np.full(G.shape[0], rho * K.shape[0] * q)
+    if not penalize_bias:
+        ridge[0] = 0.0
+    omega = np.ones(G.shape[0])
+    j_history = []
+    j_old = np.inf
+    for _ in range(max_iter):
+        psi = np.abs(omega) ** ((2.0 - q) / 2.0)
+        if not penalize_bias:
+            psi[0] = 1.0
+        omega = psi * np.linalg.solve(psi[:, None] * G * psi[None, :] + np.diag(ridge), psi * g)
+        j_new = naive_objective(K, yhat, omega, rho, q, penalize_bias)
+        j_history.append(j_new)
+        if abs(j_old - j_new) < tol * abs(j_old):
+            break
+        j_old = j_new
+    return omega, np.asarray(j_history), threshold

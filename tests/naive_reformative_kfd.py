@@ -29,6 +29,11 @@ def criterion(N, d, S, mu):
     return alpha, float(d[S] @ alpha)
 
 
+def prefix_criteria(N, d, nodes, mu):
+    """J of every stored state: J = d_Sᵀ(N[S,S] + μI)⁻¹d_S by a direct solve on each prefix S = nodes[:k]."""
+    return np.array([criterion(N, d, nodes[:k], mu)[1] for k in range(1, len(nodes) + 1)])
+
+
 def greedy_nodes(K, y, mu, max_nodes, tol=0.0):
     """Brute force: every step, solve the system of every candidate and keep the best J."""
     N, d, _ = within_scatter(K, y)

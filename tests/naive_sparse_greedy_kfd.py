@@ -63,6 +63,16 @@ def dual_objective(K_full, y, idx, C, regularizer, a, lam):
     return -0.5 * a @ H @ a - lam[0] * n_pos + lam[1] * n_neg + 0.5 * y.shape[0]
 
 
+def prefix_objectives(K_full, y, bases, C, regularizer):
+    """Objective (5) of every stored state: a direct KKT solve on each prefix ``bases[:k]``, k = 1 .. m."""
+    values = []
+    for k in range(1, len(bases) + 1):
+        idx = [int(i) for i in bases[:k]]
+        a, _ = kkt_solve(K_full, y, idx, C, regularizer)
+        values.append(primal_objective(K_full, y, idx, C, regularizer, a))
+    return np.array(values)
+
+
 def dual_infeasibility(K_full, y, idx, C, regularizer, a, lam):
     """|Ha - c + λ+A+ + λ-A-| for every row of the FULL problem (index j ↔ α_j)."""
     n = y.shape[0]

@@ -167,10 +167,100 @@ def test_probabilities(estimator_cls):
     assert proba.shape == (60, 2)
     assert np.all((proba >= 0) & (proba <= 1))
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
-    # far on each side the probability is near certain, and agrees with predict mostly
-    agree = np.mean(est.classes_[np.argmax(proba, axis=1)] == est.predict(X))
-    assert agree > 0.9
+    # predict is the argmax of predict_proba on every point (both follow the method's cut)
+    np.testing.assert_array_equal(est.classes_[np.argmax(proba, axis=1)], est.predict(X))
     np.testing.assert_allclose(np.exp(est.predict_log_proba(X)), proba)
+    X3, y3 = three_classes_data()
+    est3 = estimator_cls().fit(X3, y3)
+    np.testing.assert_array_equal(est3.classes_[np.argmax(est3.predict_proba(X3), axis=1)], est3.predict(X3))
+
+
+def three_classes_data():
+    r = np.random.default_rng(5)
+    y = np.arange(75) % 3
+    return r.standard_normal((75, 2)) + 2.0 * np.array([[0, 0], [1, 1], [2, -1]])[y], y
+
+
+def test_log_proba_finite_for_confident_points_and_matches_a_reference(estimator_cls):
+    # two well separated blobs: log P(other class) is far below -40 for most rows, which
+    # log(1 - p) after p rounds to 1 gave as -inf (KFD: 1 999 of 2 000 rows in the report)
+    r = np.random.default_rng(3)
+    y = np.where(np.arange(400) % 2 == 0, 1, -1)
+    X = r.standard_normal((400, 2)) * 0.3 + 3.0 * y[:, None] * np.array([1.0, 0.0])
+    est = estimator_cls(sigma=1.0).fit(X, y)
+    Xt = r.standard_normal((2000, 2)) * 0.3 + 3.0 * np.where(np.arange(2000) % 2 == 0, 1, -1)[:, None] * [1.0, 0.0]
+    log_p = est.predict_log_proba(Xt)
+    assert np.isfinite(log_p).all()
+    assert log_p.min() < -40.0  # confident rows really are far past where exp() rounds to 0 or 1
+    # reference: the log odds L = β s, and log σ(±L) in extended precision
+    L = np.longdouble(est.proba_slope_[0]) * np.longdouble(est.decision_function(Xt))
+    tail = np.log1p(np.exp(-np.abs(L)))  # log(1 + e^-|L|), no overflow
+    ref_pos = np.minimum(L, 0) - tail  # log σ(L)
+    ref_neg = np.minimum(-L, 0) - tail  # log σ(-L)
+    np.testing.assert_allclose(log_p[:, 1], ref_pos.astype(float), rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(log_p[:, 0], ref_neg.astype(float), rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(np.exp(log_p), est.predict_proba(Xt), rtol=1e-12, atol=1e-300)
+
+
+# ------------------------------------------------------------- a failed refit leaves no model
+def _fitted_attributes(est):
+    params = set(est.get_params())
+    return sorted(n for n in vars(est) if n.endswith("_") and n not in params) + [
+        n for n in getattr(est, "_private_fitted", ()) if n in vars(est)
+    ]
+
+
+def _refusals(name):
+    """(label, params, X, y, patch) for every way a refit of this estimator can be refused."""
+    same = (np.ones((20, 2)), np.array(["cat", "dog"] * 10))
+    r = np.random.default_rng(0)
+    ok = (r.standard_normal((40, 2)), np.array(["cat", "dog"] * 20))
+    cases = [("no separation (identical points)", {}, *same, None)]
+    if name != "DDAClassifier":
+        cases.append(("memory budget", {"max_memory_gb": 1e-9}, *ok, None))
+    if name in ("KFD", "LqKFD"):
+        cases.append(("not positive definite", {}, *ok, "cho_factor"))
+    cases.append(("error inside the fit", {}, *ok, "inner"))
+    return cases
+
+
+@pytest.mark.parametrize("name, cls", ESTIMATORS + [("DDAClassifier", None)], ids=IDS + ["DDAClassifier"])
+def test_failed_refit_leaves_an_unfitted_estimator(name, cls, monkeypatch):
+    import scipy.linalg
+
+    from kfdnumba import DDAClassifier
+
+    cls = cls or DDAClassifier
+    X, y = two_blobs(40, seed=4)
+    for label, params, X_bad, y_bad, patch in _refusals(name):
+        est = cls(**params) if name == "DDAClassifier" else cls(random_state=0)
+        if name == "DDAClassifier":
+            est.set_params(floor=1.0, early_stopping=False, max_iter=3)
+        est.fit(X, y)  # labels ±1
+        est.set_params(**params)
+        assert _fitted_attributes(est)
+        with monkeypatch.context() as m:
+            if patch == "cho_factor":
+
+                def refuse(*args, **kwargs):
+                    raise np.linalg.LinAlgError("not positive definite")
+
+                m.setattr(scipy.linalg, "cho_factor", refuse)
+            elif patch == "inner":
+                target = "_fit_im" if name == "DDAClassifier" else "_store_expansions"
+
+                def fail(*args, **kwargs):
+                    raise FloatingPointError("injected")
+
+                m.setattr(cls, target, fail)
+            with pytest.raises((ValueError, FloatingPointError)):
+                est.fit(X_bad, y_bad)
+        assert _fitted_attributes(est) == [], (label, _fitted_attributes(est))
+        with pytest.raises(NotFittedError):
+            est.predict(X)
+        est.set_params(**{key: cls().get_params()[key] for key in params})
+        est.fit(X, y)  # and it can be refitted
+        assert est.predict(X).shape == (40,)
 
 
 def test_pickle_roundtrip(estimator_cls):

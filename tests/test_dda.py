@@ -187,8 +187,12 @@ def recording_sphere_minimizer(monkeypatch, replace=None):
 
 @pytest.mark.parametrize(
     "n_per_class, floor, max_iter, expected_stop",
-    [((25, 30), 3.0, 100, "tol"), ((15, 20, 18), 3.0, 100, "tol"), ((25, 30), 0.3, 25, "max_iter"),
-     ((15, 20, 18), 0.3, 25, "max_iter")],
+    [
+        ((25, 30), 3.0, 100, "tol"),
+        ((15, 20, 18), 3.0, 100, "tol"),
+        ((25, 30), 0.3, 25, "max_iter"),
+        ((15, 20, 18), 0.3, 25, "max_iter"),
+    ],
 )
 def test_criterion_history_is_the_naive_f_of_every_step_and_never_rises(
     monkeypatch, n_per_class, floor, max_iter, expected_stop
@@ -218,7 +222,9 @@ def test_criterion_history_is_the_naive_f_of_every_step_and_never_rises(
     states = [np.eye(6)] + recorded[: model.n_iter_]
     np.testing.assert_array_equal(model.T_, states[-1])  # n_components = m: T_ is the last T itself
     alpha, beta = _class_weights(y, len(n_per_class), "all")
-    F = np.array([naive_criterion(X @ T, y, alpha, beta, model.huber_c_, model.epsilon_, model.offset_) for T in states])
+    F = np.array(
+        [naive_criterion(X @ T, y, alpha, beta, model.huber_c_, model.epsilon_, model.offset_) for T in states]
+    )
     np.testing.assert_allclose(h, F, rtol=1e-11)
     assert np.all(np.diff(F) <= 1e-12 * np.abs(F).max())  # from step 0, not after a burn-in
     assert np.all(np.diff(h) <= 0)
@@ -342,7 +348,7 @@ def test_classifier_beats_euclidean_1nn_with_noise_features():
     clf = DDAClassifier(floor=0.1, early_stopping=False, max_iter=30).fit(X, labels[y])
     plain = np.mean(y[naive_nearest_neighbour(Xt, X)] == Xt_y)
     acc = clf.score(Xt, labels[Xt_y])
-    assert acc > plain + 0.2 and acc > 0.8
+    assert acc > plain + 0.42 and acc > 0.8  # measured: 1-NN 0.375, DDA + 1-NN 0.815 on 200 points
     assert set(clf.predict(Xt)) <= set(labels) and list(clf.classes_) == ["a", "b", "c"]
     assert clf.score(Xt, labels[Xt_y], sample_weight=np.ones(200)) == pytest.approx(acc)
 
@@ -358,7 +364,8 @@ def test_sklearn_pipeline_and_clone():
     rng = np.random.default_rng(13)
     X, y = blobs(rng, (20, 20), 4)
     pipe = make_pipeline(StandardScaler(), DDA(floor=1.0, early_stopping=False, max_iter=5), KNeighborsClassifier(1))
-    assert cross_val_score(pipe, X, y, cv=3).mean() > 0.7
+    # measured 0.729 (folds 0.57, 0.92, 0.69); plain 1-NN without DDA: 0.705
+    assert cross_val_score(pipe, X, y, cv=3).mean() > 0.71
     est = clone(DDAClassifier(floor=2.0, max_iter=4))
     assert est.get_params()["floor"] == 2.0 and is_classifier(est)
     assert not is_classifier(DDA())

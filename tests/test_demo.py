@@ -9,6 +9,19 @@ import kfdnumba
 ROOT = Path(__file__).resolve().parent.parent
 
 
+#: Largest accepted mean test error (%) of ``demo.py banana --quick`` per method: the measured value
+#: plus 1.5 points. The demo is deterministic (random_state = realisation number); measured on
+#: realisations 1-2: KFD 11.51, LqKFD 11.31, MatchingPursuitKFD 11.16, ReformativeKFD 11.36,
+#: SparseGreedyKFD 11.10. (The published Banana errors are 10-13 %; a method twice as bad fails.)
+QUICK_BANANA_MAX_ERROR = {
+    "KFD": 11.51 + 1.5,
+    "LqKFD": 11.31 + 1.5,
+    "MatchingPursuitKFD": 11.16 + 1.5,
+    "ReformativeKFD": 11.36 + 1.5,
+    "SparseGreedyKFD": 11.10 + 1.5,
+}
+
+
 def test_demo_banana_quick_runs_every_method():
     result = subprocess.run(
         [sys.executable, "demo.py", "banana", "--quick"], cwd=ROOT, capture_output=True, text=True, timeout=600
@@ -16,9 +29,10 @@ def test_demo_banana_quick_runs_every_method():
     assert result.returncode == 0, result.stderr
     assert "banana: 2 realisation(s)" in result.stdout
     for name in kfdnumba.registered_estimators():
+        assert name in QUICK_BANANA_MAX_ERROR, f"no measured bound for {name}: run demo.py banana --quick, add one"
         line = next(row for row in result.stdout.splitlines() if row.startswith(name + " "))
         error = float(line.split()[1])
-        assert 0.0 < error < 20.0, line
+        assert 0.0 < error < QUICK_BANANA_MAX_ERROR[name], line
 
 
 def test_demo_plot(tmp_path):

@@ -38,7 +38,7 @@ def test_kfd_retains_all_and_classifies():
     X, y = two_blobs(80, seed=2, shift=2.0)
     model = KFD().fit(X, y)
     assert model.n_retained_ == 80
-    assert model.score(X, y) > 0.9
+    assert model.score(X, y) > 0.98  # measured 80/80; at most one error (1.25 points)
 
 
 def test_kfd_linear_kernel():

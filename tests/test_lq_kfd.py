@@ -9,10 +9,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from conftest import two_blobs  # noqa: E402
 from naive_lq_kfd import (  # noqa: E402
+    naive_design,
     naive_eq8_step,
     naive_lq_kfd,
     naive_lq_kfd_unpruned,
-    naive_design,
     naive_majorizer_scaling,
     naive_objective,
     naive_prune,
@@ -197,18 +197,31 @@ def single_threaded_blas():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-@pytest.mark.parametrize("q", [1.0, 0.5])
-@pytest.mark.parametrize("data, sigma, rho", [("blobs", 0.7, 1e-3), ("arcs", 0.7, 3e-3)])
-def test_pruned_fit_matches_the_unpruned_eq8_iteration(data, sigma, rho, q):
+#: (data, σ, ρ, q, bound on the relative J gap at tol = 1e-10, same at the default tol = 1e-5);
+#: measured gaps 5.2e-6 / 1.5e-4, 3e-12 / 1.2e-3, 8e-8 / 2.6e-4, 2e-13 / 3e-10, all ≥ 0.
+UNPRUNED_CASES = [
+    ("blobs", 0.7, 1e-3, 1.0, 2e-5, 5e-4),
+    ("blobs", 0.7, 1e-3, 0.5, 1e-9, 3e-3),
+    ("arcs", 0.7, 3e-3, 1.0, 5e-7, 1e-3),
+    ("arcs", 0.7, 3e-3, 0.5, 1e-9, 1e-8),
+]
+
+
+@pytest.mark.parametrize("data, sigma, rho, q, tight_rtol, default_rtol", UNPRUNED_CASES)
+def test_pruned_fit_matches_the_unpruned_eq8_iteration(data, sigma, rho, q, tight_rtol, default_rtol):
     """Against the plain eq. (8) iteration with no active set and no pruning (the naive_lq_kfd twin
     re-implements the pruning bisection, so it cannot catch a flaw in it), run to convergence.
 
-    Measured (ℓ = 100, 300 fresh points), relative J gap of the fit (prune_tol default) to the
-    unpruned J, blobs q=1 / q=0.5 / arcs q=1 / q=0.5 (all gaps ≥ 0):
-    * tol = 1e-10: 5.2e-6 / 3e-12 / 8e-8 / 2e-13. The 5.2e-6 is pruning itself: the unpruned
-      optimum has 38 non-zero α, prune_tol = 1e-3 drops a few of its smallest (35 kept); with
-      prune_tol = 1e-6 the gap is 4e-13. Bound 2e-5.
-    * default tol = 1e-5: 1.5e-4 / 1.2e-3 / 2.6e-4 / 3e-10 (the stopping rule). Bound 3e-3.
+    ℓ = 100 and 300 fresh points; prune_tol is the default 1e-3. The J bounds of UNPRUNED_CASES are
+    the measured relative gaps with a margin of about 4 (1e-9: round-off of the reference):
+    * tol = 1e-10 isolates pruning. blobs q = 1 (5.2e-6) is pruning itself: the unpruned optimum has
+      37 non-zero α, the pruned fit keeps 35 of them and no other. α_34 is below 1e-3 max|α| for the
+      first ~30 iterations and 4e-2 max|α| at the optimum; pruned early, it never returns (the J
+      guard only stops J rising at the step of the pruning). prune_tol = 1e-6, tol = 1e-14: gap 4e-13.
+    * the default tol = 1e-5 adds the stopping rule (up to 1.2e-3).
+    * prune_tol = 0.1 (tol = 1e-10) offers far more coefficients for pruning; the J guard keeps the
+      same gaps (5.2e-6, 4e-12, 8e-8, 8e-13). Without the guard they were 1.9e-3, 3.3e-2, 7.7e-4,
+      9e-3 (at prune_tol = 1e-3 pruning unguarded happens to be harmless on these data).
     Decisions: 0 sign disagreements with the unpruned model on the training set and on the fresh
     points in every case (largest |Δf| 0.03, smallest unpruned |f| 0.006), so none is allowed.
     """
@@ -220,8 +233,8 @@ def test_pruned_fit_matches_the_unpruned_eq8_iteration(data, sigma, rho, q):
     reference_train = naive_design(K) @ omega - threshold
     reference_new = naive_design(Kernel("rbf", sigma).block(X_new, X)) @ omega - threshold
     yhat, _ = naive_targets(y)
-    for tol, j_rtol in [(1e-10, 2e-5), (1e-5, 3e-3)]:
-        model = LqKFD(sigma=sigma, rho=rho, q=q, tol=tol).fit(X, y)
+    for tol, prune_tol, j_rtol in [(1e-10, 1e-3, tight_rtol), (1e-5, 1e-3, default_rtol), (1e-10, 0.1, tight_rtol)]:
+        model = LqKFD(sigma=sigma, rho=rho, q=q, tol=tol, prune_tol=prune_tol).fit(X, y)
         fitted = np.zeros(X.shape[0] + 1)
         fitted[0] = model.bias_
         fitted[1 + model.support_] = model.alpha_
@@ -338,7 +351,7 @@ def test_multiclass_shares_gram_and_matches_binary_fits():
     assert len(model.alpha_) == 3 and len(model.n_iter_) == 3
     binary = LqKFD(sigma=1.0, rho=1e-3).fit(X, labels == "b")
     np.testing.assert_allclose(model.alpha_[1], binary.alpha_, rtol=1e-12)
-    assert model.score(X, labels) > 0.9
+    assert model.score(X, labels) > 0.93  # measured 57/60 = 0.95; at most one more error
 
 
 def test_verbose_reports_iterations(capsys):
@@ -352,8 +365,8 @@ def test_verbose_reports_iterations(capsys):
 def test_banana_accuracy_and_sparsity():
     X, y, Xt, yt = load_banana(1)
     model = LqKFD(**LqKFD.demo_params).fit(X, y)
-    assert 1.0 - model.score(Xt, yt) < 0.13
-    assert model.n_retained_ < 0.5 * X.shape[0]
+    assert 1.0 - model.score(Xt, yt) < 0.127  # measured 11.22 % + 1.5 points
+    assert model.n_retained_ <= 23  # measured 17 of 400, + 1.5 % of the training set
 
 
 # ---------------------------------------------------------------------- parameters
@@ -393,11 +406,11 @@ def test_memory_budget_refused():
     LqKFD(max_memory_gb=1e-2, sigma=1.0).fit(X, y)  # 24 · 201² bytes ≈ 0.9 MiB fits
 
 
-def test_degenerate_data_does_not_crash():
+def test_degenerate_data_gives_a_clear_error_not_a_model():
     X, y = two_blobs(n=30)
-    X[:] = 0.0  # every kernel entry 1 and an exempt bias: still SPD, must not crash
-    model = LqKFD(sigma=1.0, penalize_bias=False, max_iter=5).fit(X, y)
-    assert np.isfinite(model.decision_function(X)).all()
+    X[:] = 0.0  # every kernel entry 1 and an exempt bias: still SPD, no crash, but nothing separates
+    with pytest.raises(ValueError, match="no separation"):
+        LqKFD(sigma=1.0, penalize_bias=False, max_iter=5).fit(X, y)
 
 
 def test_non_positive_definite_system_gives_clear_error(monkeypatch):

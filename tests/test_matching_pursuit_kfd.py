@@ -203,7 +203,7 @@ def test_all_bases_without_deflation_is_full_fda_on_nystroem_features():
     # and its labels agree with the full KFD baseline on fresh points
     Xt = r.uniform(-6, 6, size=(400, 2))
     kfd = KFD(sigma=sigma, mu=MU).fit(X, y)
-    assert np.mean(kfd.predict(Xt) == est.predict(Xt)) > 0.9
+    assert np.mean(kfd.predict(Xt) == est.predict(Xt)) > 0.965  # measured 0.9825 (7 of 400 differ), -1.75 points
 
 
 # ------------------------------------------------------------ options and paths
@@ -261,7 +261,7 @@ def test_implicit_path_with_few_landmarks_still_learns():
     implicit = MatchingPursuitKFD(sigma=SIGMA, n_bases=20, deflated_kernel="implicit", n_landmarks=40, random_state=0)
     implicit.fit(X, y)
     assert implicit.n_bases_ == 20
-    assert implicit.score(Xt, yt) > dense.score(Xt, yt) - 0.05
+    assert implicit.score(Xt, yt) > dense.score(Xt, yt) - 0.015  # measured: both 0.9475 on 400 points
 
 
 def test_memory_budget_of_the_dense_path(small, capsys):
@@ -315,7 +315,7 @@ def test_banana_default_is_accurate_and_sparse():
     Xtr, ytr, Xte, yte = load_banana(1)
     est = MatchingPursuitKFD(**MatchingPursuitKFD.demo_params).fit(Xtr, ytr)
     assert est.n_retained_ <= 0.2 * Xtr.shape[0]
-    assert 1.0 - est.score(Xte, yte) < 0.12
+    assert 1.0 - est.score(Xte, yte) < 0.12  # measured 11.33 %
 
 
 def test_candidate_subset_without_deflation_takes_the_best_of_each_subset(small):

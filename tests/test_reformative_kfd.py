@@ -96,7 +96,7 @@ def test_relative_stopping_rule_matches_brute_force():
 def test_j_never_decreases_and_final_alpha_is_the_direct_solve(scatter):
     """j_history_ is accumulated (J += q²), so it cannot fall by construction: recompute
     J = d_Sᵀ(N_full[S,S] + μI)⁻¹d_S directly for every prefix S of nodes_ (every stored state),
-    compare (measured worst relative gap 7e-14, both scatter paths) and check those never fall
+    compare (measured worst relative gap 1.2e-13, both scatter paths) and check those never fall
     (smallest measured relative gain 8e-4; 1e-12 is the round-off allowance)."""
     X, y = make_data(120, d=2, seed=4)
     model = ReformativeKFD(sigma=0.6, mu=1e-3, tol=0.0, max_nodes=60, scatter=scatter).fit(X, y)
@@ -256,7 +256,7 @@ def test_multiclass_one_vs_rest():
     X = centres[y] + r.normal(size=(90, 2))
     model = ReformativeKFD(tol=1e-2).fit(X, y)
     assert isinstance(model.nodes_, list) and len(model.nodes_) == 3
-    assert model.score(X, y) > 0.85
+    assert model.score(X, y) > 0.97  # measured 89/90; at most one more error
     # the shared Gram matrix gives the same models as separate binary fits
     sigma = model.kernel_.sigma
     for c in range(3):
@@ -271,8 +271,8 @@ def test_multiclass_one_vs_rest():
 def test_banana_accuracy_and_sparsity():
     X, y, Xt, yt = load_banana(1)
     model = ReformativeKFD(sigma=0.7, mu=1e-3, tol=1e-3).fit(X, y)
-    assert len(model.nodes_) <= 62
-    assert 1.0 - model.score(Xt, yt) < 0.14
+    assert len(model.nodes_) <= 62  # measured 54
+    assert 1.0 - model.score(Xt, yt) < 0.134  # measured 11.86 % + 1.5 points
 
 
 # ---------------------------------------------------------------------------- parameters

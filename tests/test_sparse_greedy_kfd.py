@@ -11,6 +11,7 @@ from naive_sparse_greedy_kfd import (  # noqa: E402
     dual_objective,
     greedy_path,
     kkt_solve,
+    prefix_objectives,
     primal_objective,
     primal_objective_3,
     rbf,
@@ -116,14 +117,34 @@ def test_class_mean_outputs_are_plus_minus_one(regularizer):
         assert out[y3 != c, c].mean() == pytest.approx(-1.0, abs=1e-9)
 
 
+@pytest.mark.parametrize("regularizer, C", [("l2", 1e-3), ("kernel", 0.1)])
 @pytest.mark.parametrize("selection", ["objective", "infeasibility"])
-def test_objective_never_rises(selection):
+def test_objective_path_is_the_direct_solve_of_every_prefix_and_never_rises(selection, regularizer, C):
+    """objective_path_ is accumulated (q += r²), so it cannot rise by construction: check it instead
+    against a direct KKT solve of problem (5) on every prefix of bases_ (every stored state).
+
+    Measured worst relative gap to the direct solve: l2 3.5e-13, kernel 1.8e-9 (with C = 1e-3 the
+    kernel-regularised H reaches cond 4e14 at 60 bases and the gap 1.4e-6, hence C = 0.1 there).
+    Smallest measured relative drop of the direct values: 2.5e-8; 1e-10 is the round-off allowance.
+    """
     X, y = banana_like(140, seed=7)
-    model = fit(X, y, max_bases=60, C=1e-3, selection=selection)
+    model = fit(X, y, max_bases=60, C=C, regularizer=regularizer, selection=selection)
     path = model.objective_path_
     assert path.shape == (60,)
-    assert np.all(np.diff(path) <= 1e-12 * path[:-1])
-    assert path[-1] < 0.5 * path[0]
+    direct = prefix_objectives(rbf(X, X, SIGMA), y, model.bases_, C, regularizer)
+    np.testing.assert_allclose(path, direct, rtol=1e-8)
+    assert np.all(np.diff(direct) <= 1e-10 * np.abs(direct[:-1]))
+    assert direct[-1] < 0.5 * direct[0]
+
+
+def test_one_vs_rest_objective_paths_are_the_direct_solves():
+    X, y = three_classes()
+    model = fit(X, y, max_bases=20)
+    K = rbf(X, X, SIGMA)
+    for c in range(3):
+        direct = prefix_objectives(K, np.where(y == c, 1.0, -1.0), model.bases_[c], 1e-2, "l2")
+        np.testing.assert_allclose(model.objective_path_[c], direct, rtol=1e-8)  # measured: 2e-14
+        assert np.all(np.diff(direct) <= 1e-10 * np.abs(direct[:-1]))
 
 
 def test_same_random_state_same_indices_one_or_two_threads():
@@ -148,8 +169,8 @@ def test_infeasibility_rule_reduces_the_violation_and_classifies():
     model = fit(X, y, selection="infeasibility", max_bases=30)
     path = model.infeasibility_path_
     assert path.shape == (29,)  # one per step after the first (objective-chosen) basis
-    assert path[-5:].mean() < 0.5 * path[:5].mean()
-    assert model.score(Xt, yt) > 0.8
+    assert path[-5:].mean() < 0.01 * path[:5].mean()  # measured ratio 0.004
+    assert model.score(Xt, yt) > 0.945  # measured 0.9625 on 400 points, -1.75 points
     # its stopping rule: the largest violation relative to the first, averaged over the window
     stopped = fit(X, y, selection="infeasibility", max_bases=100, tol=0.05, window=3)
     rel = stopped.infeasibility_path_ / stopped.infeasibility_path_[0]
@@ -168,7 +189,7 @@ def test_stopping_rule_mean_relative_improvement():
     assert len(model.bases_) < 150
 
 
-def test_probabilities_follow_section_5():
+def test_probabilities_follow_section_5_with_a_pooled_variance():
     X, y = banana_like(120, seed=12)
     Xt, _ = banana_like(50, seed=13)
     model = fit(X, y, max_bases=20)
@@ -176,16 +197,14 @@ def test_probabilities_follow_section_5():
     assert P.shape == (50, 2)
     assert np.all((P >= 0) & (P <= 1))
     np.testing.assert_allclose(P.sum(axis=1), 1.0)
-    # section 5 by hand: means ±1, σ±² = Σ ξ² / (ℓ± - 1), priors ℓ±/ℓ
+    # section 5 by hand, with one pooled variance (so the log odds are linear in f and centred on the
+    # method's cut, where predict switches): means ±1, σ² = Σ ξ² / (ℓ - 2), log odds 2 f / σ²
     f_train = model.decision_function(X)
     xi = f_train - y
+    var = (xi**2).sum() / (y.shape[0] - 2)
     q = model.decision_function(Xt)
-    dens = []
-    for label in (-1, 1):
-        mask = y == label
-        var = (xi[mask] ** 2).sum() / (mask.sum() - 1)
-        dens.append(mask.mean() * np.exp(-((q - label) ** 2) / (2 * var)) / np.sqrt(2 * np.pi * var))
-    np.testing.assert_allclose(P[:, 1], dens[1] / (dens[0] + dens[1]), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(P[:, 1], 1.0 / (1.0 + np.exp(-2.0 * q / var)), rtol=1e-8, atol=1e-12)
+    np.testing.assert_array_equal(model.classes_[np.argmax(P, axis=1)], model.predict(Xt))
     X3, y3 = three_classes()
     P3 = fit(X3, y3).predict_proba(X3)
     assert P3.shape == (90, 3)
@@ -208,7 +227,7 @@ def test_one_vs_rest_shares_candidate_columns():
         a, _ = kkt_solve(K, target, idx, 1e-2, "l2")
         np.testing.assert_allclose(coefficient_vector(model, idx, c), a, rtol=1e-7, atol=1e-9)
     assert model.n_retained_ == np.unique(np.concatenate(model.bases_)).size
-    assert model.score(X, y) > 0.8
+    assert model.score(X, y) > 0.86  # measured 84/96 = 0.875 (85/96 before a _base.py change), -1.5 points
 
 
 def test_no_gram_block_wider_than_the_candidates(monkeypatch):
@@ -270,7 +289,7 @@ def test_max_bases_larger_than_the_training_set():
     X, y = banana_like(30, seed=18)
     model = fit(X, y, max_bases=500, n_candidates=100, C=1e-2)
     assert len(model.bases_) <= 30
-    assert model.score(X, y) > 0.9
+    assert model.score(X, y) > 0.95  # measured 30/30; at most one error
 
 
 def test_degenerate_kernel_raises():

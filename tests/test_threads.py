@@ -91,7 +91,12 @@ PARALLEL_CASES = [
     ("KFD", KFD, {"sigma": 1.0}, (80, 2, 0, 2)),
     ("KFD d=20 (BLAS cross term)", KFD, {"sigma": 4.0}, (60, 20, 1, 2)),
     ("LqKFD", LqKFD, {"sigma": 1.0, "q": 0.5}, (70, 2, 2, 2)),
-    ("ReformativeKFD dense", ReformativeKFD, {"sigma": 1.0, "scatter": "dense", "tol": 0.0, "max_nodes": 12}, (70, 2, 3, 2)),
+    (
+        "ReformativeKFD dense",
+        ReformativeKFD,
+        {"sigma": 1.0, "scatter": "dense", "tol": 0.0, "max_nodes": 12},
+        (70, 2, 3, 2),
+    ),
     ("ReformativeKFD blocked", ReformativeKFD, {"sigma": 1.0, "scatter": "blocked", "max_nodes": 12}, (70, 3, 4, 2)),
     ("SparseGreedyKFD 3 classes", SparseGreedyKFD, {"sigma": 1.0, "max_bases": 12}, (90, 2, 5, 3)),
     (
