@@ -13,8 +13,10 @@ Math (two classes, Gram matrix K, class index sets I₊, I₋):
   ``predict`` agrees with ``predict_proba``).
 
 Every training point is retained (``n_retained_ = ℓ``). Time O(ℓ²d + ℓ³) (one
-Gram matrix, one symmetric rank-ℓ product, one Cholesky); memory two ℓ × ℓ
-float64 matrices, refused above ``max_memory_gb``.
+Gram matrix, one symmetric rank-ℓ product ``syrk``, one Cholesky, each in
+place); memory two ℓ × ℓ float64 matrices (three with more than two classes:
+the Gram matrix is computed once and each one-vs-rest model centres a copy),
+refused above ``max_memory_gb``.
 """
 
 from __future__ import annotations
@@ -106,12 +108,25 @@ class KFD(KernelClassifier):
     }
     demo_params: ClassVar[dict] = {"sigma": 0.7, "mu": 1e-3}
 
-    def _fit_binary(self, X, y, rng):
+    def _fit_one_vs_rest(self, X, targets, rng):
+        """One model per class from ONE Gram matrix (each class centres a copy; the last one K itself)."""
+        n = X.shape[0]
+        check_memory(24.0 * n * n, self.max_memory_gb, f"KFD with {n} training points and {targets.shape[0]} classes")
+        K = self.kernel_.block(X, X)
+        expansions = []
+        for c, y in enumerate(targets):
+            self._log(f"one-vs-rest: class {self.classes_[c]!r} ({c + 1}/{targets.shape[0]})")
+            last = c == targets.shape[0] - 1
+            expansions.append(self._fit_binary(X, y, rng, K if last else K.copy()))
+        return expansions
+
+    def _fit_binary(self, X, y, rng, K=None):
         n = X.shape[0]
         check_memory(16.0 * n * n, self.max_memory_gb, f"KFD with {n} training points")
         self._log(f"Gram matrix {n} x {n}")
         positive = (y > 0).astype(np.int64)
-        K = self.kernel_.block(X, X)
+        if K is None:
+            K = self.kernel_.block(X, X)
         means = _centre_columns_by_class.run(n * n * 2, K, positive)  # K is now class-centred
         d = means[:, 1] - means[:, 0]
         self._log("Cholesky solve of (N + mu I) alpha = M+ - M-")

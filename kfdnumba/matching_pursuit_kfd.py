@@ -589,7 +589,7 @@ class MatchingPursuitKFD(KernelClassifier):
             return self.deflated_kernel
         return "dense" if 8.0 * n * n <= self.max_memory_gb * 2**30 else "implicit"
 
-    def _make_engine(self, X, y, rng):
+    def _make_engine(self, X, y, rng, K=None):
         n = X.shape[0]
         positive = (y > 0).astype(np.uint8)
         n_pos = int(positive.sum())
@@ -600,7 +600,8 @@ class MatchingPursuitKFD(KernelClassifier):
         if self._representation(n) == "dense":
             check_memory(8.0 * n * n, self.max_memory_gb, f"MatchingPursuitKFD's dense deflated kernel ({n} x {n})")
             self._log(f"dense deflated kernel {n} x {n}")
-            return _DenseDeflatedKernel(self.kernel_.block(X, X), d, positive, needs_within, self.stage)
+            K = self.kernel_.block(X, X) if K is None else K
+            return _DenseDeflatedKernel(K, d, positive, needs_within, self.stage)
         k = min(self.n_bases, n)
         m = self.n_landmarks if self.n_landmarks is not None else max(DEFAULT_MIN_LANDMARKS, 4 * k)
         m = min(m, n)
@@ -611,8 +612,24 @@ class MatchingPursuitKFD(KernelClassifier):
         Phi = nystroem_features(C, C[landmarks])
         return _ImplicitDeflatedKernel(Phi, d, positive, needs_within)
 
-    def _fit_binary(self, X, y, rng):
-        engine = self._make_engine(X, y, rng)
+    def _fit_one_vs_rest(self, X, targets, rng):
+        """One model per class; the dense path computes the Gram matrix once (each class deflates a copy)."""
+        n = X.shape[0]
+        shared = self.criterion != "random" and self._representation(n) == "dense"
+        if shared:
+            check_memory(
+                16.0 * n * n, self.max_memory_gb, f"MatchingPursuitKFD's shared kernel and its copy ({n} x {n})"
+            )
+        K = self.kernel_.block(X, X) if shared else None
+        expansions = []
+        for c, y in enumerate(targets):
+            self._log(f"one-vs-rest: class {self.classes_[c]!r} ({c + 1}/{targets.shape[0]})")
+            last = c == targets.shape[0] - 1
+            expansions.append(self._fit_binary(X, y, rng, None if K is None else (K if last else K.copy())))
+        return expansions
+
+    def _fit_binary(self, X, y, rng, K=None):
+        engine = self._make_engine(X, y, rng, K)
         sel = select_bases(
             engine,
             self.kernel_,

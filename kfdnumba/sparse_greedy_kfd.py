@@ -42,11 +42,15 @@ Steps (section 4.1): draw κ (``n_candidates``, 59 by Lemma 2) unused indices,
 compute their kernel columns in one block (one parallel region), get every
 statistic the scoring needs from ONE matrix product ``[1; 1₊; K_mᵀ] K[:, cand]``
 (BLAS), score all (class, candidate) pairs in one ``prange`` region, accept the
-best, extend the factor: two parallel regions and one GEMM per step. Stop (section 4.1.3) when the mean relative
-objective improvement ``(J_{t-1} - J_t)/J_{t-1}`` over the last ``window``
-steps is below ``tol``, or at ``max_bases``. With the infeasibility rule the
-stopped quantity is the largest candidate violation relative to the first one,
-averaged over the last ``window`` steps (the paper's second rule).
+best, extend the factor: two parallel regions and one GEMM per step. Stop
+(section 4.1.3) when the mean relative objective improvement
+``(J_{t-1} - J_t)/J_{t-1}`` over the last ``window`` steps is below ``tol``, or
+at ``max_bases``. With the infeasibility rule the stopped quantity departs
+from the paper, whose rule is absolute (stop when the largest violation over
+all candidates is small): here it is the largest violation among the κ
+*sampled* candidates, divided by the first such violation, averaged over the
+last ``window`` steps. Relative, because the violations scale with K and the
+targets; sampled, because scoring every candidate costs O(ℓ²) per step.
 
 Multi-class (section 4.1.3): one-against-the-rest where every class tests the
 SAME κ candidates at each step, so each kernel column is computed once; each
@@ -235,7 +239,10 @@ class SparseGreedyKFD(KernelClassifier):
         Largest expansion per class (clipped to the training set size).
     tol : float, default 1e-3
         Stop when the mean relative improvement of the objective over the last
-        ``window`` steps is below ``tol`` (0 disables the rule).
+        ``window`` steps is below ``tol`` (0 disables the rule). With
+        ``selection="infeasibility"``: when the mean of the largest sampled
+        violation, relative to the first one, is below ``tol`` (a departure
+        from the paper's absolute rule over all candidates; module docstring).
     window : int, default 5
         p of section 4.1.3.
     selection : {"objective", "infeasibility"}, default "objective"
@@ -402,6 +409,7 @@ class SparseGreedyKFD(KernelClassifier):
                     slots,
                     C,
                     kernel_reg,
+                    q,
                 )
             for c in np.flatnonzero(active):
                 valid = gains[c] >= 0
@@ -496,26 +504,46 @@ class SparseGreedyKFD(KernelClassifier):
                     objective[c],
                     infeasibility[c],
                     n_columns,
+                    q,
                 )
             )
         return expansions
 
     # ------------------------------------------------------------- solutions
     @staticmethod
-    def _coefficients(c, stored, factors, pos_const, n_bases, slots, positive):
-        """Class c's restricted solution: (α, b, f on the training set, λ₊, λ₋) (eqs. 8–9)."""
+    def _coefficients(c, stored, factors, pos_const, n_bases, slots, positive, q):
+        """Class c's restricted solution: (α, b, f on the training set, λ₊, λ₋) (eqs. 8–9).
+
+        ``q[c]`` is the tracked ``q = Σ_{i≥1} w_i²``; μ = 2h/q exactly (not by differencing class means).
+        """
         m = int(n_bases[c])
         v = cholesky_solve(factors[c], m + 1, pos_const[c, : m + 1])  # H⁻¹A₊
         g = v[1:] @ stored[slots[c, :m]]  # K_m ṽ
         mean_pos, mean_neg = g[positive].mean(), g[~positive].mean()
-        mu = 2.0 / (mean_pos - mean_neg)
+        n_pos = float(np.count_nonzero(positive))
+        h = n_pos * (positive.shape[0] - n_pos) / positive.shape[0]
+        mu = 2.0 * h / q[c]
         alpha = mu * v[1:]
         b = -0.5 * mu * (mean_pos + mean_neg)
         nu = b - mu * v[0]
         return alpha, b, mu * g + b, 1.0 - mu - nu, -(1.0 + nu)
 
     def _dual_infeasibility(
-        self, X, targets, stored, n_stored, cand_cols, cand, factors, pos_const, n_bases, support, slots, C, kernel_reg
+        self,
+        X,
+        targets,
+        stored,
+        n_stored,
+        cand_cols,
+        cand,
+        factors,
+        pos_const,
+        n_bases,
+        support,
+        slots,
+        C,
+        kernel_reg,
+        q,
     ):
         """``|k_jᵀ(ξ + λ₊1₊ + λ₋1₋) + C (Pα)_j|`` for every class and candidate (rows of 8a)."""
         n_models = targets.shape[0]
@@ -525,7 +553,9 @@ class SparseGreedyKFD(KernelClassifier):
             if n_bases[c] == 0:
                 continue
             positive = targets[c] > 0
-            alpha, b, f, lam_pos, lam_neg = self._coefficients(c, stored, factors, pos_const, n_bases, slots, positive)
+            alpha, b, f, lam_pos, lam_neg = self._coefficients(
+                c, stored, factors, pos_const, n_bases, slots, positive, q
+            )
             residual[c] = f - targets[c] + np.where(positive, lam_pos, lam_neg)
             if kernel_reg:
                 reg[c] = C * (alpha @ cand_cols[support[c, : n_bases[c]]])
@@ -546,8 +576,9 @@ class SparseGreedyKFD(KernelClassifier):
         objective,
         infeasibility,
         n_columns,
+        q,
     ):
-        alpha, b, f, lam_pos, lam_neg = self._coefficients(c, stored, factors, pos_const, n_bases, slots, positive)
+        alpha, b, f, lam_pos, lam_neg = self._coefficients(c, stored, factors, pos_const, n_bases, slots, positive, q)
         m = int(n_bases[c])
         thresh = 0.0
         if self.threshold == "optimized":

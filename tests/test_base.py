@@ -139,7 +139,7 @@ def test_label_types(estimator_cls, labels):
     pred = est.predict(X)
     assert pred.dtype == est.classes_.dtype
     assert set(pred.tolist()) <= set(est.classes_.tolist())
-    assert est.score(X, y_any) > 0.8
+    assert est.score(X, y_any) > 0.85  # measured 0.875 (0.90 for MatchingPursuitKFD)
     dec = est.decision_function(X)
     assert dec.shape == (40,)
     np.testing.assert_array_equal(pred, est.classes_[(dec > 0).astype(int)])
@@ -156,7 +156,7 @@ def test_three_classes(estimator_cls):
     proba = est.predict_proba(X)
     assert proba.shape == (75, 3)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
-    assert est.score(X, y) > 0.85
+    assert est.score(X, y) > 0.97  # measured 1.0 for every estimator
     assert est.n_retained_ == est.support_vectors_.shape[0]
 
 

@@ -79,3 +79,25 @@ def test_kfd_bayes_threshold_agrees_with_probabilities():
     # the Bayes cut is where P(+ | f) = 1/2, so predict and predict_proba agree
     np.testing.assert_array_equal(bay.predict(X), bay.classes_[np.argmax(bay.predict_proba(X), axis=1)])
     assert np.sum(bay.predict(X) == 1) < np.sum(mid.predict(X) == 1)
+
+
+def test_multiclass_computes_the_gram_matrix_once_and_matches_binary_fits(monkeypatch):
+    from kfdnumba._kernels import Kernel
+
+    r = np.random.default_rng(3)
+    y = np.arange(90) % 3
+    X = r.standard_normal((90, 2)) + 2.0 * np.array([[0, 0], [1, 1], [2, -1]])[y]
+    full_blocks = []
+    original = Kernel.block
+
+    def counting(self, A, B, out=None):
+        if A.shape[0] == B.shape[0] == X.shape[0]:
+            full_blocks.append(1)
+        return original(self, A, B, out)
+
+    monkeypatch.setattr(Kernel, "block", counting)
+    model = KFD(sigma=1.0).fit(X, y)
+    assert len(full_blocks) == 1  # shared by the three one-vs-rest models
+    for c in range(3):
+        binary = KFD(sigma=1.0).fit(X, np.where(y == c, 1, -1))
+        np.testing.assert_allclose(model.dual_coef_[:, c], binary.dual_coef_[:, 0], rtol=1e-10, atol=1e-12)

@@ -344,3 +344,27 @@ def test_bayes_threshold_option_agrees_with_probabilities():
     np.testing.assert_allclose(mid.dual_coef_, bay.dual_coef_)
     np.testing.assert_array_equal(bay.predict(X), bay.classes_[np.argmax(bay.predict_proba(X), axis=1)])
     assert np.sum(bay.predict(X) == 1) < np.sum(mid.predict(X) == 1)
+
+
+def test_multiclass_dense_computes_the_gram_matrix_once_and_matches_binary_fits(monkeypatch):
+    from kfdnumba._kernels import Kernel
+
+    r = np.random.default_rng(4)
+    y = np.arange(90) % 3
+    X = r.standard_normal((90, 2)) + 2.0 * np.array([[0, 0], [1, 1], [2, -1]])[y]
+    full_blocks = []
+    original = Kernel.block
+
+    def counting(self, A, B, out=None):
+        if A.shape[0] == B.shape[0] == X.shape[0]:
+            full_blocks.append(1)
+        return original(self, A, B, out)
+
+    monkeypatch.setattr(Kernel, "block", counting)
+    params = dict(sigma=1.0, n_bases=10, criterion="optimal", deflated_kernel="dense")
+    model = MatchingPursuitKFD(**params).fit(X, y)
+    assert len(full_blocks) == 1
+    for c in range(3):
+        binary = MatchingPursuitKFD(**params).fit(X, np.where(y == c, 1, -1))
+        np.testing.assert_array_equal(model.bases_[c], binary.bases_)
+        np.testing.assert_allclose(model.alpha_[c], binary.alpha_, rtol=1e-10, atol=1e-12)
