@@ -267,6 +267,8 @@ class KernelExpansion:
     ``threshold`` is where the method puts the class boundary on f (the
     decision function is ``f - threshold``). ``train_output``, when the method
     has it for free, is f on the training set (else the base computes it).
+    ``validation_output``, when the method has it (leave-one-out outputs), is
+    what the probability model is fitted on instead of the training outputs.
     ``info`` holds method-specific fitted results (J history, ...), exposed as
     ``<key>_`` attributes on the estimator (a list of per-class values for
     one-vs-rest).
@@ -277,6 +279,7 @@ class KernelExpansion:
     intercept: float = 0.0
     threshold: float = 0.0
     train_output: np.ndarray | None = None
+    validation_output: np.ndarray | None = None
     info: dict = field(default_factory=dict)
 
 
@@ -549,7 +552,9 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         priors = np.empty((len(expansions), 2))
         slope = np.empty(len(expansions))
         for c, (e, y) in enumerate(zip(expansions, targets)):
-            if e.train_output is not None:
+            if e.validation_output is not None:
+                out = np.asarray(e.validation_output, dtype=np.float64) - e.threshold
+            elif e.train_output is not None:
                 out = np.asarray(e.train_output, dtype=np.float64) - e.threshold
             else:
                 out = self.kernel_.expansion(X, self.support_vectors_, coef[:, c]) + intercept[c]

@@ -82,7 +82,6 @@ import numpy as np
 import scipy.linalg
 
 from ._base import (
-    THRESHOLD_OPTIONS,
     Interval,
     KernelClassifier,
     KernelExpansion,
@@ -94,6 +93,7 @@ from ._base import (
 from ._jit import jit
 from ._kernels import row_class_means, row_class_scatter
 from ._linalg import cholesky_append
+from ._loo import LooPath, default_lambdas, loo_expansion
 
 __all__ = ["MatchingPursuitKFD", "CRITERIA", "DEFLATIONS"]
 
@@ -393,8 +393,14 @@ def select_bases(
     rng: np.random.Generator,
     record: bool = False,
     log=None,
+    path=None,
 ) -> _Selection:
-    """Greedy MPKFDA selection (Algorithm 1) on a deflated-kernel engine."""
+    """Greedy MPKFDA selection (Algorithm 1) on a deflated-kernel engine.
+
+    With a leave-one-out ``path`` (``kfdnumba._loo.LooPath``) every accepted
+    basis's kernel column is appended to it, and the selection stops when the
+    path says so (``path.done``).
+    """
     n = X.shape[0]
     k = min(n_bases, n)
     available = np.ones(n, dtype=bool)
@@ -412,7 +418,7 @@ def select_bases(
     n_rounds = 0
     floor = None
     static_scores = None
-    while len(bases) < k and available.any():
+    while len(bases) < k and available.any() and not (path is not None and path.done):
         n_rounds += 1
         mask = available
         if n_candidates is not None and n_candidates < int(available.sum()):
@@ -442,8 +448,8 @@ def select_bases(
             row = kernel.block(X[j : j + 1], X)[0]  # original kernel row k(x_j, X)
             m = len(bases)
             rho = cholesky_append(L, m, np.ascontiguousarray(C[:m, j]), row[j], DEPENDENCE_TOL * max(row[j], 1e-300))
-            if not rho > DEPENDENCE_TOL * max(row[j], 1e-300):
-                n_rejected += 1
+            if not rho > DEPENDENCE_TOL * max(row[j], 1e-300) or (path is not None and not path.append(row, j)):
+                n_rejected += 1  # dependent on the chosen ones (row m of L is overwritten by the next)
                 continue
             C[m] = row
             bases.append(j)
@@ -509,8 +515,15 @@ class MatchingPursuitKFD(KernelClassifier):
 
     Parameters
     ----------
-    n_bases : int, default 50
+    n_bases : int or "auto", default "auto"
         Number of bases k (retained training points); at most ℓ are taken.
+        "auto": bases are chosen until the leave-one-out error (closed-form
+        PRESS of the equivalent ridge fit, ``kfdnumba._loo``) has not improved
+        for ``patience`` bases, and the best prefix is kept.
+    max_bases : int, default 200
+        Cap of ``n_bases="auto"``.
+    patience : int, default 10
+        Bases without a better leave-one-out error before ``n_bases="auto"`` stops.
     criterion : {"optimal", "pseudo", "random", "reverse", "reverse_pseudo"}, default "pseudo"
         How a candidate column of the deflated kernel is scored.
     deflation : {"none", "hotelling", "projection", "schur", "ortho_hotelling", \
@@ -518,13 +531,15 @@ class MatchingPursuitKFD(KernelClassifier):
         How the kernel is deflated after each chosen basis.
     stage : int, default 1
         Bases chosen per round (stagewise selection).
-    mu : float, default 1e-3
-        Ridge added to the within-class scatter of the Nyström features.
-    threshold : {"midpoint", "bayes"}, default "midpoint"
-        Cut on the output: the midpoint of the projected class means (the
-        FDA rule), or the Bayes point of the Gaussian class-conditionals of
-        the training outputs (better on unbalanced classes; then ``predict``
-        agrees with ``predict_proba``).
+    mu : float or "auto", default "auto"
+        Ridge added to the within-class scatter of the Nyström features
+        (the paper's rule with a number). "auto": the μ of the grid
+        ``ℓ · 10⁻⁸ … 10⁰`` with the lowest leave-one-out error.
+    threshold : {"auto", "midpoint", "bayes"}, default "auto"
+        "auto": where the prior-weighted Gaussian class-conditionals (pooled
+        variance) of the leave-one-out outputs cross (unequal class sizes);
+        "midpoint": of the projected class means (the FDA rule); "bayes": the
+        crossing of the Gaussian class-conditionals of the training outputs.
     n_candidates : int or None, default None
         Score only this many random candidates per round (None: all).
     deflated_kernel : {"auto", "dense", "implicit"}, default "auto"
@@ -553,24 +568,28 @@ class MatchingPursuitKFD(KernelClassifier):
         See :class:`kfdnumba._base.KernelClassifier`.
     """
 
-    n_bases: int = 50
+    n_bases: int | str = "auto"
+    max_bases: int = 200
+    patience: int = 10
     criterion: str = "pseudo"
     deflation: str = "ortho_schur"
     stage: int = 1
-    mu: float = 1e-3
-    threshold: str = "midpoint"
+    mu: float | str = "auto"
+    threshold: str = "auto"
     n_candidates: int | None = None
     deflated_kernel: str = "auto"
     n_landmarks: int | None = None
     max_memory_gb: float = 4.0
 
     _parameter_constraints: ClassVar[dict] = {
-        "n_bases": [Interval("int", 1, None)],
+        "n_bases": [Interval("int", 1, None), Options(("auto",))],
+        "max_bases": [Interval("int", 1, None)],
+        "patience": [Interval("int", 1, None)],
         "criterion": [Options(CRITERIA)],
         "deflation": [Options(DEFLATIONS)],
         "stage": [Interval("int", 1, None)],
-        "mu": [Interval("real", 0, None, "neither")],
-        "threshold": [THRESHOLD_OPTIONS],
+        "mu": [Interval("real", 0, None, "neither"), Options(("auto",))],
+        "threshold": [Options(("auto", "midpoint", "bayes"))],
         "n_candidates": [Options((None,)), Interval("int", 1, None)],
         "deflated_kernel": [Options(("auto", "dense", "implicit"))],
         "n_landmarks": [Options((None,)), Interval("int", 1, None)],
@@ -583,6 +602,10 @@ class MatchingPursuitKFD(KernelClassifier):
         "threshold": ["midpoint", "bayes"],
     }
     demo_params: ClassVar[dict] = {"sigma": 0.5, "n_bases": 30, "mu": 0.1}
+
+    def _basis_cap(self, n: int) -> int:
+        """Most bases chosen: ``n_bases``, or ``max_bases`` when the size is chosen by leave-one-out."""
+        return min(self.max_bases if self.n_bases == "auto" else self.n_bases, n)
 
     def _representation(self, n: int) -> str:
         if self.deflated_kernel != "auto":
@@ -602,7 +625,7 @@ class MatchingPursuitKFD(KernelClassifier):
             self._log(f"dense deflated kernel {n} x {n}")
             K = self.kernel_.block(X, X) if K is None else K
             return _DenseDeflatedKernel(K, d, positive, needs_within, self.stage)
-        k = min(self.n_bases, n)
+        k = self._basis_cap(n)
         m = self.n_landmarks if self.n_landmarks is not None else max(DEFAULT_MIN_LANDMARKS, 4 * k)
         m = min(m, n)
         check_memory(8.0 * n * m * (2 + needs_within), self.max_memory_gb, f"MatchingPursuitKFD's features ({n} x {m})")
@@ -629,22 +652,47 @@ class MatchingPursuitKFD(KernelClassifier):
         return expansions
 
     def _fit_binary(self, X, y, rng, K=None):
+        n = X.shape[0]
         engine = self._make_engine(X, y, rng, K)
+        path = None
+        if self.n_bases == "auto" or self.mu == "auto" or self.threshold == "auto":
+            lambdas = default_lambdas(n) if self.mu == "auto" else np.array([float(self.mu)])
+            path = LooPath(y, lambdas, self._basis_cap(n), "kernel", self.patience)
         sel = select_bases(
             engine,
             self.kernel_,
             X,
             self.criterion,
             self.deflation,
-            self.n_bases,
+            self._basis_cap(n),
             self.stage,
             self.n_candidates,
             rng,
             log=self._log if self.verbose else None,
+            path=path if self.n_bases == "auto" else None,
         )
         del engine
         if sel.bases.shape[0] == 0:
             raise ValueError("MatchingPursuitKFD could not choose any basis (degenerate kernel matrix).")
+        if path is not None:
+            if self.n_bases != "auto":  # the path was not fed during the selection: feed it the bases now
+                for j, row in zip(sel.bases, sel.C):
+                    path.append(row, int(j))
+            choice = path.choice(final=self.n_bases != "auto")
+            chosen = sel.bases[: choice.size]
+            self._log(f"leave-one-out: {choice.size} of {sel.bases.shape[0]} bases, mu = {choice.lam:.3g}")
+            cut = self.threshold
+            if cut == "bayes":
+                cut = lambda f, pos: choose_threshold("bayes", 0.5 * (f[pos].mean() + f[~pos].mean()), f, pos)  # noqa: E731
+            info = {
+                "bases": chosen,
+                "n_bases": int(choice.size),
+                "n_rejected": sel.n_rejected,
+                "n_rounds": sel.n_rounds,
+            }
+            expansion = loo_expansion(choice, chosen, y > 0, cut, info)
+            expansion.info["alpha"] = expansion.coef
+            return expansion
         alpha, intercept, output, w = fisher_on_nystroem(sel.L, sel.C, y, self.mu)
         return KernelExpansion(
             support=sel.bases,

@@ -85,12 +85,15 @@ import numpy as np
 from ._base import Interval, KernelClassifier, KernelExpansion, Options, check_memory, register
 from ._jit import jit
 from ._linalg import cholesky_append, cholesky_solve, forward_substitution
+from ._loo import LooPath, default_lambdas, loo_expansion
 from ._threads import blas_section
 
 __all__ = ["SparseGreedyKFD"]
 
 #: Refuse a candidate whose Schur complement is below this fraction of its diagonal.
 SCHUR_RELATIVE_FLOOR = 1e-11
+#: The C the candidate scoring uses when ``C="auto"`` (the final C is chosen by leave-one-out).
+AUTO_SELECTION_C = 1e-3
 
 
 # ----------------------------------------------------------------------- kernels
@@ -215,6 +218,10 @@ def optimized_threshold(output: np.ndarray, y: np.ndarray) -> float:
     return float(0.5 * (f[i - 1] + f[i]))
 
 
+def _optimized_cut(output: np.ndarray, positive: np.ndarray) -> float:
+    return optimized_threshold(output, np.where(positive, 1.0, -1.0))
+
+
 def _stop_now(history: list[float], window: int, tol: float) -> bool:
     """Mean of the last ``window`` values of ``history`` below ``tol``."""
     return len(history) >= window and float(np.mean(history[-window:])) < tol
@@ -228,15 +235,26 @@ class SparseGreedyKFD(KernelClassifier):
 
     Parameters
     ----------
-    C : float, default 1e-3
-        Regularisation constant of problem (3).
+    C : float or "auto", default "auto"
+        Regularisation constant of problem (3). "auto": the candidates are
+        scored with C = 1e-3 and the final C is the one of the grid
+        ``ℓ · 10⁻⁸ … 10⁰`` with the lowest leave-one-out error at the chosen
+        size (``kfdnumba._loo``).
     regularizer : {"l2", "kernel"}, default "l2"
         ``P(α) = ||α||²`` or ``αᵀK_IIα``.
     n_candidates : int, default 59
         κ, random candidates scored per step (Lemma 2: 59 gives, with
         probability 0.95, one of the best 5 %).
     max_bases : int, default 500
-        Largest expansion per class (clipped to the training set size).
+        Largest expansion per class (clipped to the training set size): a
+        safety cap, the size is chosen by ``stop``.
+    stop : {"loo", "paper"}, default "loo"
+        "loo": stop once the leave-one-out error (closed-form PRESS of the
+        ridge fit on the chosen columns, for every C of the grid) has not
+        improved for ``patience`` steps, and keep the best prefix. "paper":
+        the rule of section 4.1.3 (``tol``, ``window``), all bases kept.
+    patience : int, default 10
+        Steps without a better leave-one-out error before ``stop="loo"`` stops.
     tol : float, default 1e-3
         Stop when the mean relative improvement of the objective over the last
         ``window`` steps is below ``tol`` (0 disables the rule). With
@@ -247,8 +265,11 @@ class SparseGreedyKFD(KernelClassifier):
         p of section 4.1.3.
     selection : {"objective", "infeasibility"}, default "objective"
         Candidate rule of section 4.1.1.
-    threshold : {"qp", "optimized"}, default "qp"
-        The solution's b, or the 1-D error/margin threshold of section 6.2.
+    threshold : {"auto", "qp", "optimized"}, default "auto"
+        "auto": where the prior-weighted Gaussian class-conditionals (pooled
+        variance) of the leave-one-out outputs cross, which accounts for
+        unequal class sizes; "qp": the solution's b (the midpoint of the class
+        means); "optimized": the 1-D error/margin threshold of section 6.2.
     max_memory_gb : float, default 4.0
         Refuse fits whose stored kernel columns (ℓ × m per class at most) and
         Cholesky factors would exceed this.
@@ -269,27 +290,37 @@ class SparseGreedyKFD(KernelClassifier):
         Largest candidate violation of (8a) per step (``selection="infeasibility"``).
     n_kernel_columns_ : int
         Kernel columns computed during fit (κ per step, shared by all classes).
+    loo_press_ : ndarray (steps + 1, n_lambdas)
+        Mean squared leave-one-out residual after each accepted basis (row 0:
+        the intercept alone), for every C of ``loo_lambdas_`` (when the
+        leave-one-out path ran: ``stop="loo"``, ``C="auto"`` or ``threshold="auto"``).
+    loo_size_, loo_lambda_ : int, float
+        The chosen number of bases and C.
     """
 
-    C: float = 1e-3
+    C: float | str = "auto"
     regularizer: str = "l2"
     n_candidates: int = 59
     max_bases: int = 500
     tol: float = 1e-3
     window: int = 5
     selection: str = "objective"
-    threshold: str = "qp"
+    threshold: str = "auto"
+    stop: str = "loo"
+    patience: int = 10
     max_memory_gb: float = 4.0
 
     _parameter_constraints: ClassVar[dict] = {
-        "C": [Interval("real", 0, None, "left")],
+        "C": [Interval("real", 0, None, "left"), Options(("auto",))],
         "regularizer": [Options(("l2", "kernel"))],
         "n_candidates": [Interval("int", 1, None)],
         "max_bases": [Interval("int", 1, None)],
         "tol": [Interval("real", 0, None, "left")],
         "window": [Interval("int", 1, None)],
         "selection": [Options(("objective", "infeasibility"))],
-        "threshold": [Options(("qp", "optimized"))],
+        "threshold": [Options(("auto", "qp", "optimized"))],
+        "stop": [Options(("loo", "paper"))],
+        "patience": [Interval("int", 1, None)],
         "max_memory_gb": [Interval("real", 0, None, "neither")],
     }
     search_grid: ClassVar[dict] = {"sigma": [0.35, 0.5, 0.7, 1.0], "C": [1e-3, 1e-2, 1e-1]}
@@ -307,8 +338,13 @@ class SparseGreedyKFD(KernelClassifier):
         n, n_models = X.shape[0], targets.shape[0]
         kernel = self.kernel_
         kernel_reg = self.regularizer == "kernel"
-        C = float(self.C)
+        C = AUTO_SELECTION_C if self.C == "auto" else float(self.C)  # the regulariser the scoring uses
         max_bases = min(self.max_bases, n)
+        # The leave-one-out path of each class (kfdnumba._loo): size, regulariser and cut from the data.
+        use_loo = self.stop == "loo" or self.C == "auto" or self.threshold == "auto"
+        lambdas = default_lambdas(n) if self.C == "auto" else np.array([C])
+        loo_penalty = "kernel" if kernel_reg else "l2"
+        paths = [LooPath(t, lambdas, max_bases, loo_penalty, self.patience) for t in targets] if use_loo else None
         positive = targets > 0  # (n_models, n)
         n_pos = positive.sum(axis=1).astype(np.float64)
         h = n_pos * (n - n_pos) / n  # ℓ₊ℓ₋/ℓ per class
@@ -453,6 +489,11 @@ class SparseGreedyKFD(KernelClassifier):
                     usable[c, cand[j]] = False
                     continue
                 index = int(cand[j])
+                if paths is not None:  # the factor row just written is overwritten if this is refused
+                    cross = np.concatenate(([col_sum[j]], stored_gram[slots[c, :m], j] if m else []))
+                    if not paths[c].append(cand_cols[:, j], index, cross):
+                        usable[c, index] = False  # dependent for some λ of the grid
+                        continue
                 if slot_of[index] < 0:
                     slot_of[index] = n_stored
                     stored[n_stored] = cand_cols[:, j]
@@ -472,6 +513,9 @@ class SparseGreedyKFD(KernelClassifier):
                     improvement[c].append((old - J) / old if old > 0 else 0.0)
                 if n_bases[c] >= max_bases:
                     active[c] = False
+                elif self.stop == "loo":
+                    if paths[c].done:
+                        active[c] = False
                 elif self.tol > 0:
                     if violation is not None and infeasibility[c]:
                         rel = [v / scale[c] for v in infeasibility[c]]
@@ -505,6 +549,7 @@ class SparseGreedyKFD(KernelClassifier):
                     infeasibility[c],
                     n_columns,
                     q,
+                    None if paths is None else paths[c],
                 )
             )
         return expansions
@@ -577,23 +622,34 @@ class SparseGreedyKFD(KernelClassifier):
         infeasibility,
         n_columns,
         q,
+        path,
     ):
         alpha, b, f, lam_pos, lam_neg = self._coefficients(c, stored, factors, pos_const, n_bases, slots, positive, q)
         m = int(n_bases[c])
-        thresh = 0.0
-        if self.threshold == "optimized":
-            thresh = optimized_threshold(f, np.where(positive, 1.0, -1.0))
-        return KernelExpansion(
-            support=support[c, :m].copy(),
-            coef=alpha,
-            intercept=float(b),
-            threshold=thresh,
-            train_output=f,
-            info={
-                "bases": support[c, :m].copy(),
-                "objective_path": np.asarray(objective),
-                "multipliers": np.array([lam_pos, lam_neg]),
-                "infeasibility_path": np.asarray(infeasibility),
-                "n_kernel_columns": n_columns,
-            },
+        info = {
+            "objective_path": np.asarray(objective),
+            "multipliers": np.array([lam_pos, lam_neg]),
+            "infeasibility_path": np.asarray(infeasibility),
+            "n_kernel_columns": n_columns,
+        }
+        if path is None:  # the paper's solution and cut
+            thresh = 0.0
+            if self.threshold == "optimized":
+                thresh = optimized_threshold(f, np.where(positive, 1.0, -1.0))
+            info["bases"] = support[c, :m].copy()
+            return KernelExpansion(
+                support=support[c, :m].copy(),
+                coef=alpha,
+                intercept=float(b),
+                threshold=thresh,
+                train_output=f,
+                info=info,
+            )
+        choice = path.choice(final=self.stop != "loo")
+        info["bases"] = support[c, : choice.size].copy()
+        self._log(
+            f"leave-one-out: {choice.size} of {m} bases, C = {choice.lam:.3g}, "
+            f"mean squared LOO residual {choice.press_path[choice.size].min():.4g}"
         )
+        cut = {"auto": "auto", "qp": "midpoint", "optimized": _optimized_cut}[self.threshold]
+        return loo_expansion(choice, support[c, : choice.size], positive, cut, info)

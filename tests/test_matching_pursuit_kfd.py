@@ -8,7 +8,13 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import naive_matching_pursuit_kfd as naive  # noqa: E402
 
-from kfdnumba import KFD, MatchingPursuitKFD  # noqa: E402
+from kfdnumba import KFD  # noqa: E402
+from kfdnumba import MatchingPursuitKFD as _MatchingPursuitKFD  # noqa: E402
+
+
+def MatchingPursuitKFD(**params):  # noqa: N802 - the paper's algorithm; the data-driven defaults are in test_loo.py
+    return _MatchingPursuitKFD(**{"n_bases": 50, "mu": 1e-3, "threshold": "midpoint", **params})
+
 from kfdnumba.matching_pursuit_kfd import (  # noqa: E402
     CRITERIA,
     DEFLATIONS,
@@ -313,7 +319,7 @@ def test_banana_default_is_accurate_and_sparse():
     from kfdnumba import load_banana
 
     Xtr, ytr, Xte, yte = load_banana(1)
-    est = MatchingPursuitKFD(**MatchingPursuitKFD.demo_params).fit(Xtr, ytr)
+    est = MatchingPursuitKFD(**_MatchingPursuitKFD.demo_params).fit(Xtr, ytr)
     assert est.n_retained_ <= 0.2 * Xtr.shape[0]
     assert 1.0 - est.score(Xte, yte) < 0.12  # measured 11.33 %
 
@@ -333,8 +339,6 @@ def test_candidate_subset_without_deflation_takes_the_best_of_each_subset(small)
 
 
 def test_bayes_threshold_option_agrees_with_probabilities():
-    from kfdnumba import MatchingPursuitKFD
-
     r = np.random.default_rng(21)
     X = r.standard_normal((120, 2))
     y = np.where(X[:, 0] + 0.7 * r.standard_normal(120) > 0.9, 1, -1)  # about 1 in 4 positive

@@ -41,7 +41,9 @@ def three_classes(n=90, seed=1):
 
 
 def fit(X, y, **kw):
-    params = dict(sigma=SIGMA, C=1e-2, n_candidates=12, max_bases=8, tol=0.0, random_state=3, n_jobs=1)
+    params = dict(
+        sigma=SIGMA, C=1e-2, n_candidates=12, max_bases=8, tol=0.0, random_state=3, n_jobs=1, stop="paper", threshold="qp"
+    )
     params.update(kw)
     return SparseGreedyKFD(**params).fit(X, y)
 

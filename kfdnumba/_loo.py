@@ -1,0 +1,265 @@
+"""Closed-form leave-one-out along a greedy path: size, regulariser and class cut from the data.
+
+Every greedy method here (sparse greedy KFD, reformative KFD, MPKFDA) ends in
+a model that is, up to scale and offset, a ridge least-squares fit of the
+±1 labels on the kernel columns of its chosen points with an unpenalised
+intercept::
+
+    min_a ||y - Z a||² + λ α'Pα,    Z = [1, K[:, I]],  a = [b; α]
+
+(sparse greedy KFD: H = ZᵀZ + C diag(0, P) is its eq. (4) matrix, with
+``P = I`` or ``K_II``; reformative KFD: the Fisher direction
+``(N[S, S] + μI)⁻¹ d_S`` is the ridge fit with ``P = I``, λ = μ, because
+``K_SᵀCK_S = N[S, S] + (ℓ₊ℓ₋/ℓ) d_S d_Sᵀ`` (Sherman–Morrison); MPKFDA: FDA with
+``S_W + μI`` on the Nyström features ``K[:, I]R⁻¹`` is the ridge fit with
+``P = K_II = RᵀR``, λ = μ). The leave-one-out residual of a ridge fit is
+``(y_i - f_i) / (1 - h_ii)`` (PRESS), with ``h_ii`` the diagonal of the hat
+matrix ``Z H⁻¹ Zᵀ = W Wᵀ``, ``W = Z L⁻ᵀ`` for the Cholesky factor ``H = L Lᵀ``.
+
+:class:`LooPath` carries this along the path for a small grid of λ at once,
+without storing W: when column z is appended, with ``l = L⁻¹ B`` the bordering
+vector (B = ``Zᵀz + λ P_col``) and ``γ = zᵀz + λ P_jj - lᵀl``, the new column of
+W is ``w = (z - Z L⁻ᵀ l) / √γ`` (one product with the stored columns for all λ
+of the grid, a BLAS GEMM), and then ``f += w (wᵀy)`` and ``h += w²``. Cost per
+step O(ℓ·m·g) for g values of λ, memory O(ℓ·g) beyond the columns the method
+stores anyway.
+
+What the methods do with it (``size="auto"`` and friends):
+
+* **size**: the path stops once the best PRESS over the grid has not
+  improved (by more than ``IMPROVE_RTOL``) for ``patience`` steps, and the
+  model is the best prefix;
+* **regulariser**: the λ of the grid with the lowest PRESS at that prefix;
+  the final coefficients are that ridge solution, ``a = L⁻ᵀ (Wᵀy)``;
+* **class cut**: from the leave-one-out outputs ``y_i - e_i/(1 - h_ii)``, where
+  the prior-weighted Gaussian class-conditionals with a pooled variance cross
+  (:func:`loo_cut`), which accounts for unequal class sizes; the same
+  leave-one-out outputs calibrate ``predict_proba`` (out-of-sample, not the
+  over-confident training outputs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._base import KernelExpansion
+from ._linalg import back_substitution, forward_substitution
+
+__all__ = ["LooPath", "LooChoice", "loo_cut", "loo_expansion", "default_lambdas", "IMPROVE_RTOL"]
+
+#: A prefix counts as better than the best so far when its PRESS is lower by this fraction.
+IMPROVE_RTOL = 1e-3
+#: A column whose Schur complement is below this fraction of its diagonal is refused (dependent).
+SCHUR_RTOL = 1e-11
+#: Hat diagonal is clipped below 1 by this much (an interpolating fit has h_ii → 1).
+_HAT_MARGIN = 1e-10
+
+
+def default_lambdas(n: int) -> np.ndarray:
+    """The λ grid carried along a path: ℓ × 10⁻⁸ … 10⁰ (kernel columns have squared norms ≤ ℓ)."""
+    return float(n) * np.logspace(-8.0, 0.0, 9)
+
+
+def loo_cut(output: np.ndarray, positive: np.ndarray) -> float | None:
+    """Cut on 1-D outputs where prior-weighted Gaussian class-conditionals with a pooled variance cross.
+
+    ``t = (m₊ + m₋)/2 - v log(ℓ₊/ℓ₋) / (m₊ - m₋)``; None when the class means are
+    not separated (``m₊ ≤ m₋``) or the variance is zero.
+    """
+    f_pos, f_neg = output[positive], output[~positive]
+    if f_pos.shape[0] < 1 or f_neg.shape[0] < 1:
+        return None
+    m_pos, m_neg = float(f_pos.mean()), float(f_neg.mean())
+    n = output.shape[0]
+    pooled = (float(np.sum((f_pos - m_pos) ** 2)) + float(np.sum((f_neg - m_neg) ** 2))) / max(n - 2, 1)
+    if not (m_pos > m_neg and pooled > 0):
+        return None
+    return 0.5 * (m_pos + m_neg) - pooled * np.log(f_pos.shape[0] / f_neg.shape[0]) / (m_pos - m_neg)
+
+
+@dataclass
+class LooChoice:
+    """The chosen prefix and regulariser, with what the final model needs."""
+
+    size: int  # number of chosen columns (bases) in the prefix
+    lam: float  # the chosen λ
+    coef: np.ndarray  # α on the prefix's columns
+    intercept: float  # b
+    train_output: np.ndarray  # f on the training set (the ridge fit)
+    loo_output: np.ndarray  # leave-one-out outputs y_i - e_i/(1 - h_ii)
+    press_path: np.ndarray  # (steps + 1, g): mean squared LOO residual per prefix size and λ
+    lambdas: np.ndarray
+
+
+class LooPath:
+    """Ridge fits of ±1 labels on a growing set of columns, with closed-form leave-one-out (module docstring).
+
+    Parameters
+    ----------
+    y : ndarray (ℓ,)
+        Labels in {-1, +1}.
+    lambdas : ndarray (g,)
+        The λ grid.
+    capacity : int
+        Most columns that will be appended.
+    penalty : {"l2", "kernel"}
+        ``P = I`` or ``P = K_II`` (the columns are kernel columns ``K[:, j]``
+        of the training points ``index`` given to :meth:`append`).
+    patience : int
+        Steps without improvement of the best PRESS after which :attr:`done` is True.
+    """
+
+    def __init__(self, y: np.ndarray, lambdas, capacity: int, penalty: str = "l2", patience: int = 10):
+        self.y = np.ascontiguousarray(y, dtype=np.float64)
+        n = self.y.shape[0]
+        self.lambdas = np.asarray(lambdas, dtype=np.float64)
+        g = self.lambdas.shape[0]
+        self.capacity = capacity
+        self.patience = patience
+        self.L = np.zeros((g, capacity + 1, capacity + 1))
+        self.L[:, 0, 0] = np.sqrt(n)
+        self.wy = np.zeros((g, capacity + 1))  # Wᵀy
+        self.wy[:, 0] = self.y.sum() / np.sqrt(n)
+        self.f = np.full((g, n), self.y.mean())
+        self.h = np.full((g, n), 1.0 / n)
+        self.columns = np.empty((capacity, n))  # the appended columns, one row each
+        self.indices = np.empty(capacity, dtype=np.intp)
+        self.kernel_penalty = penalty == "kernel"
+        self.m = 0
+        self.press = [self._press()]
+        self.best = (0, int(np.argmin(self.press[0])))
+        self._best_state = self._state(self.best[1])
+        self.since_best = 0
+
+    # ----------------------------------------------------------------------------- steps
+    def _press(self) -> np.ndarray:
+        resid = (self.y - self.f) / np.maximum(1.0 - self.h, _HAT_MARGIN)
+        return np.mean(resid * resid, axis=1)
+
+    def _state(self, a: int):
+        return self.f[a].copy(), self.h[a].copy()
+
+    def append(self, z: np.ndarray, index: int, cross: np.ndarray | None = None) -> bool:
+        """Append the kernel column ``z = K[:, index]``; False (nothing changed) if it is numerically dependent.
+
+        ``cross``, when the caller has it, is ``[1ᵀz, Z_prevᵀz]`` (length m + 1);
+        otherwise it is computed from the stored columns (O(ℓm)).
+        """
+        m = self.m
+        if m >= self.capacity:
+            raise ValueError("LooPath is full")
+        z = np.ascontiguousarray(z, dtype=np.float64)
+        if cross is None:
+            cross = np.concatenate(([z.sum()], self.columns[:m] @ z))
+        if self.kernel_penalty:  # P = K_II: the new column of P is z at the chosen points
+            penalty_col, penalty_diag = z[self.indices[:m]], float(z[index])
+        else:
+            penalty_col, penalty_diag = 0.0, 1.0
+        zz = float(z @ z)
+        g = self.lambdas.shape[0]
+        rows = np.empty((g, m + 1))
+        V = np.empty((m + 1, g))
+        gammas = np.empty(g)
+        for a, lam in enumerate(self.lambdas):
+            border = np.array(cross, dtype=np.float64)
+            border[1:] += lam * penalty_col
+            diag = zz + lam * penalty_diag
+            ell = forward_substitution(self.L[a], m + 1, border)
+            gamma = diag - float(ell @ ell)
+            if not gamma > SCHUR_RTOL * diag:
+                return False
+            rows[a] = ell
+            gammas[a] = gamma
+            V[:, a] = back_substitution(self.L[a], m + 1, ell)  # L⁻ᵀ l
+        for a in range(g):
+            self.L[a, m + 1, : m + 1] = rows[a]
+            self.L[a, m + 1, m + 1] = np.sqrt(gammas[a])
+        ZV = V[0][None, :] + (self.columns[:m].T @ V[1:] if m else 0.0)  # Z_prev L⁻ᵀ l, ℓ × g
+        W_new = (z[:, None] - ZV) / np.sqrt(gammas)[None, :]
+        c_new = self.y @ W_new
+        self.wy[:, m + 1] = c_new
+        self.f += (W_new * c_new[None, :]).T
+        self.h += (W_new * W_new).T
+        self.columns[m] = z
+        self.indices[m] = index
+        self.m = m + 1
+        press = self._press()
+        self.press.append(press)
+        a = int(np.argmin(press))
+        if press[a] < (1.0 - IMPROVE_RTOL) * self.press[self.best[0]][self.best[1]]:
+            self.best = (self.m, a)
+            self._best_state = self._state(a)
+            self.since_best = 0
+        else:
+            self.since_best += 1
+        return True
+
+    @property
+    def done(self) -> bool:
+        """True once the best PRESS has not improved for ``patience`` steps."""
+        return self.since_best >= self.patience
+
+    # ---------------------------------------------------------------------------- result
+    def choice(self, final: bool = False) -> LooChoice:
+        """The best prefix and λ (``final``: the whole path, best λ), its ridge solution and LOO outputs."""
+        if final:
+            size = self.m
+            a = int(np.argmin(self.press[size]))
+            f, h = self._state(a)
+        else:
+            size, a = self.best
+            f, h = self._best_state
+        coef_all = back_substitution(self.L[a], size + 1, self.wy[a, : size + 1])  # a = L⁻ᵀ (Wᵀy)
+        loo = self.y - (self.y - f) / np.maximum(1.0 - h, _HAT_MARGIN)
+        return LooChoice(
+            size=size,
+            lam=float(self.lambdas[a]),
+            coef=coef_all[1:].copy(),
+            intercept=float(coef_all[0]),
+            train_output=f,
+            loo_output=loo,
+            press_path=np.asarray(self.press),
+            lambdas=self.lambdas.copy(),
+        )
+
+
+def loo_expansion(
+    choice: LooChoice, support: np.ndarray, positive: np.ndarray, threshold, info: dict
+) -> KernelExpansion:
+    """The kernel expansion of a leave-one-out choice, scaled so the training class means are 2 apart.
+
+    ``threshold``: ``"auto"`` (:func:`loo_cut` on the leave-one-out outputs,
+    the midpoint if it does not exist), ``"midpoint"`` (of the training class
+    means), or a callable ``(train_output, positive) -> cut``.
+    """
+    f = choice.train_output
+    m_pos, m_neg = float(f[positive].mean()), float(f[~positive].mean())
+    if not m_pos > m_neg:
+        raise ValueError("no separation between the class means of the chosen model (degenerate data or sigma).")
+    scale = 2.0 / (m_pos - m_neg)
+    midpoint = 0.5 * (m_pos + m_neg)
+    if threshold == "auto":
+        cut = loo_cut(choice.loo_output, positive)
+        cut = midpoint if cut is None else cut
+    elif threshold == "midpoint":
+        cut = midpoint
+    else:
+        cut = threshold(f, positive)
+    info = dict(info)
+    info.update(
+        loo_press=choice.press_path,
+        loo_lambdas=choice.lambdas,
+        loo_size=choice.size,
+        loo_lambda=choice.lam,
+    )
+    return KernelExpansion(
+        support=np.asarray(support, dtype=np.intp).copy(),
+        coef=scale * choice.coef,
+        intercept=scale * choice.intercept,
+        threshold=scale * cut,
+        train_output=scale * f,
+        validation_output=scale * choice.loo_output,
+        info=info,
+    )
