@@ -58,7 +58,7 @@ _HAT_MARGIN = 1e-10
 
 
 def default_lambdas(n: int) -> np.ndarray:
-    """The λ grid carried along a path: ℓ × 10⁻⁸ … 10⁰ (kernel columns have squared norms ≤ ℓ)."""
+    """Return the λ grid carried along a path: ℓ × 10⁻⁸ … 10⁰ (kernel columns have squared norms ≤ ℓ)."""
     return float(n) * np.logspace(-8.0, 0.0, 9)
 
 
@@ -203,7 +203,7 @@ class LooPath:
 
     # ---------------------------------------------------------------------------- result
     def choice(self, final: bool = False) -> LooChoice:
-        """The best prefix and λ (``final``: the whole path, best λ), its ridge solution and LOO outputs."""
+        """Return the best prefix and λ (``final``: the whole path, best λ), its ridge solution and LOO outputs."""
         if final:
             size = self.m
             a = int(np.argmin(self.press[size]))
@@ -228,7 +228,7 @@ class LooPath:
 def loo_expansion(
     choice: LooChoice, support: np.ndarray, positive: np.ndarray, threshold, info: dict
 ) -> KernelExpansion:
-    """The kernel expansion of a leave-one-out choice, scaled so the training class means are 2 apart.
+    """Return the kernel expansion of a leave-one-out choice, scaled so the training class means are 2 apart.
 
     ``threshold``: ``"auto"`` (:func:`loo_cut` on the leave-one-out outputs,
     the midpoint if it does not exist), ``"midpoint"`` (of the training class

@@ -396,7 +396,7 @@ class ReformativeKFD(KernelClassifier):
     demo_params: ClassVar[dict] = {"sigma": 0.5, "mu": 1.0, "tol": 3e-3}  # Banana: 10.9 %, 46 nodes
 
     def _loo_expansion(self, path, nodes, positive, scatter, j_history, X):
-        """The model of the best leave-one-out prefix and regulariser (``kfdnumba._loo``)."""
+        """Return the model of the best leave-one-out prefix and regulariser (``kfdnumba._loo``)."""
         choice = path.choice(final=self.stop != "loo")
         chosen = nodes[: choice.size]
         self._log(f"leave-one-out: {choice.size} of {nodes.shape[0]} nodes, mu = {choice.lam:.3g}")

@@ -41,9 +41,8 @@ def three_classes(n=90, seed=1):
 
 
 def fit(X, y, **kw):
-    params = dict(
-        sigma=SIGMA, C=1e-2, n_candidates=12, max_bases=8, tol=0.0, random_state=3, n_jobs=1, stop="paper", threshold="qp"
-    )
+    params = dict(sigma=SIGMA, C=1e-2, n_candidates=12, max_bases=8, tol=0.0, random_state=3, n_jobs=1)
+    params.update(stop="paper", threshold="qp")  # the paper's algorithm (the defaults are tested in test_loo.py)
     params.update(kw)
     return SparseGreedyKFD(**params).fit(X, y)
 
