@@ -61,6 +61,7 @@ __all__ = [
     "check_memory",
     "bayes_threshold",
     "choose_threshold",
+    "pooled_cut",
     "THRESHOLD_OPTIONS",
 ]
 
@@ -316,20 +317,62 @@ def bayes_threshold(output: np.ndarray, positive: np.ndarray) -> float | None:
     return float(inside[np.argmin(np.abs(inside - middle))])
 
 
-#: The ``threshold`` option of the methods that offer the Bayes cut beside their paper's midpoint.
-THRESHOLD_OPTIONS = Options(("midpoint", "bayes"))
+def _merge_identical_points(X: np.ndarray, support: np.ndarray, coef: np.ndarray):
+    """Merge support points with identical coordinates: one kernel evaluation, coefficients summed.
+
+    Keeps the first index of each group (``support`` is sorted); decision
+    values are unchanged (``k(x, a) c₁ + k(x, a) c₂ = k(x, a)(c₁ + c₂)``).
+    """
+    if support.shape[0] < 2:
+        return support, coef
+    points = X[support]
+    _, first, inverse = np.unique(points, axis=0, return_index=True, return_inverse=True)
+    if first.shape[0] == support.shape[0]:
+        return support, coef
+    inverse = inverse.reshape(-1)
+    order = np.argsort(first)  # groups in the order of their first support index
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0])
+    merged = np.zeros((first.shape[0], coef.shape[1]))
+    np.add.at(merged, rank[inverse], coef)
+    return support[first[order]], merged
+
+
+def pooled_cut(output: np.ndarray, positive: np.ndarray) -> float | None:
+    """Cut on 1-D outputs where prior-weighted Gaussian class-conditionals with a pooled variance cross.
+
+    ``t = (m₊ + m₋)/2 - v log(ℓ₊/ℓ₋) / (m₊ - m₋)`` (the Bayes cut of the
+    probability model of :class:`KernelClassifier`); None when the class means
+    are not separated (``m₊ ≤ m₋``) or the variance is zero.
+    """
+    f_pos, f_neg = output[positive], output[~positive]
+    if f_pos.shape[0] < 1 or f_neg.shape[0] < 1:
+        return None
+    m_pos, m_neg = float(f_pos.mean()), float(f_neg.mean())
+    pooled = (float(np.sum((f_pos - m_pos) ** 2)) + float(np.sum((f_neg - m_neg) ** 2))) / max(output.shape[0] - 2, 1)
+    if not (m_pos > m_neg and pooled > 0):
+        return None
+    return 0.5 * (m_pos + m_neg) - pooled * np.log(f_pos.shape[0] / f_neg.shape[0]) / (m_pos - m_neg)
+
+
+#: The ``threshold`` option of the methods that offer prior-aware cuts beside their paper's midpoint.
+THRESHOLD_OPTIONS = Options(("auto", "midpoint", "bayes"))
 
 
 def choose_threshold(kind: str, midpoint: float, output: np.ndarray, positive: np.ndarray) -> float:
-    """Return the cut on the training output: the method's ``midpoint``, or the Bayes point for ``kind="bayes"``.
+    """Return the cut on the 1-D output: the method's ``midpoint``, or a prior-aware cut.
 
-    Falls back to the midpoint when the Bayes point does not exist (see :func:`bayes_threshold`).
+    ``"bayes"``: where the Gaussian class-conditionals (separate variances)
+    times the priors cross (:func:`bayes_threshold`); ``"auto"``: the same with
+    a pooled variance (:func:`pooled_cut`). Falls back to the midpoint when the
+    cut does not exist.
     """
+    cut = None
     if kind == "bayes":
-        bayes = bayes_threshold(output, positive)
-        if bayes is not None:
-            return bayes
-    return midpoint
+        cut = bayes_threshold(output, positive)
+    elif kind == "auto":
+        cut = pooled_cut(output, positive)
+    return midpoint if cut is None else cut
 
 
 # --------------------------------------------------------------------- the estimator
@@ -537,6 +580,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
             rows = [position[int(s)] for s in e.support]
             np.add.at(coef[:, c], rows, np.asarray(e.coef, dtype=np.float64))
             intercept[c] = e.intercept - e.threshold
+        support, coef = _merge_identical_points(X, support, coef)
         if not (np.isfinite(coef).all() and np.isfinite(intercept).all()):
             raise FloatingPointError(
                 f"{type(self).__name__} produced non-finite coefficients; the problem is numerically "
@@ -580,7 +624,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------- predict
     @property
     def n_retained_(self) -> int:
-        """Number of training samples the model evaluates the kernel on."""
+        """Number of distinct training points the model evaluates the kernel on (duplicates merged)."""
         self._check_is_fitted()
         return int(self.support_.shape[0])
 

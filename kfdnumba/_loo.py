@@ -33,7 +33,7 @@ What the methods do with it (``size="auto"`` and friends):
   the final coefficients are that ridge solution, ``a = L⁻ᵀ (Wᵀy)``;
 * **class cut**: from the leave-one-out outputs ``y_i - e_i/(1 - h_ii)``, where
   the prior-weighted Gaussian class-conditionals with a pooled variance cross
-  (:func:`loo_cut`), which accounts for unequal class sizes; the same
+  (``kfdnumba._base.pooled_cut``), which accounts for unequal class sizes; the same
   leave-one-out outputs calibrate ``predict_proba`` (out-of-sample, not the
   over-confident training outputs).
 """
@@ -44,10 +44,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._base import KernelExpansion
+from ._base import KernelExpansion, pooled_cut
 from ._linalg import back_substitution, forward_substitution
 
-__all__ = ["LooPath", "LooChoice", "loo_cut", "loo_expansion", "default_lambdas", "IMPROVE_RTOL"]
+__all__ = ["LooPath", "LooChoice", "loo_expansion", "default_lambdas", "IMPROVE_RTOL"]
 
 #: A prefix counts as better than the best so far when its PRESS is lower by this fraction.
 IMPROVE_RTOL = 1e-3
@@ -60,23 +60,6 @@ _HAT_MARGIN = 1e-10
 def default_lambdas(n: int) -> np.ndarray:
     """Return the λ grid carried along a path: ℓ × 10⁻⁸ … 10⁰ (kernel columns have squared norms ≤ ℓ)."""
     return float(n) * np.logspace(-8.0, 0.0, 9)
-
-
-def loo_cut(output: np.ndarray, positive: np.ndarray) -> float | None:
-    """Cut on 1-D outputs where prior-weighted Gaussian class-conditionals with a pooled variance cross.
-
-    ``t = (m₊ + m₋)/2 - v log(ℓ₊/ℓ₋) / (m₊ - m₋)``; None when the class means are
-    not separated (``m₊ ≤ m₋``) or the variance is zero.
-    """
-    f_pos, f_neg = output[positive], output[~positive]
-    if f_pos.shape[0] < 1 or f_neg.shape[0] < 1:
-        return None
-    m_pos, m_neg = float(f_pos.mean()), float(f_neg.mean())
-    n = output.shape[0]
-    pooled = (float(np.sum((f_pos - m_pos) ** 2)) + float(np.sum((f_neg - m_neg) ** 2))) / max(n - 2, 1)
-    if not (m_pos > m_neg and pooled > 0):
-        return None
-    return 0.5 * (m_pos + m_neg) - pooled * np.log(f_pos.shape[0] / f_neg.shape[0]) / (m_pos - m_neg)
 
 
 @dataclass
@@ -230,7 +213,7 @@ def loo_expansion(
 ) -> KernelExpansion:
     """Return the kernel expansion of a leave-one-out choice, scaled so the training class means are 2 apart.
 
-    ``threshold``: ``"auto"`` (:func:`loo_cut` on the leave-one-out outputs,
+    ``threshold``: ``"auto"`` (``pooled_cut`` on the leave-one-out outputs,
     the midpoint if it does not exist), ``"midpoint"`` (of the training class
     means), or a callable ``(train_output, positive) -> cut``.
     """
@@ -241,7 +224,7 @@ def loo_expansion(
     scale = 2.0 / (m_pos - m_neg)
     midpoint = 0.5 * (m_pos + m_neg)
     if threshold == "auto":
-        cut = loo_cut(choice.loo_output, positive)
+        cut = pooled_cut(choice.loo_output, positive)
         cut = midpoint if cut is None else cut
     elif threshold == "midpoint":
         cut = midpoint
@@ -253,6 +236,7 @@ def loo_expansion(
         loo_lambdas=choice.lambdas,
         loo_size=choice.size,
         loo_lambda=choice.lam,
+        loo_output=scale * choice.loo_output,
     )
     return KernelExpansion(
         support=np.asarray(support, dtype=np.intp).copy(),

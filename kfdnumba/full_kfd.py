@@ -76,9 +76,12 @@ class KFD(KernelClassifier):
     ----------
     mu : float, default 1e-3
         Ridge added to the within-class scatter N (``N + μI``).
-    threshold : {"midpoint", "bayes"}, default "midpoint"
-        Cut on the 1-D output: midpoint of the projected class means, or the
-        Bayes point of the Gaussian class-conditional model.
+    threshold : {"auto", "midpoint", "bayes"}, default "auto"
+        Cut on the 1-D output: "auto", where prior-weighted Gaussian
+        class-conditionals with a pooled variance of the training outputs
+        cross (accounts for unequal class sizes); "midpoint" of the projected
+        class means (Mika et al.); "bayes", the same crossing with separate
+        class variances.
     max_memory_gb : float, default 4.0
         Refuse training sets whose two ℓ × ℓ matrices would exceed this.
     kernel, sigma, n_jobs, verbose, random_state
@@ -93,7 +96,7 @@ class KFD(KernelClassifier):
     """
 
     mu: float = 1e-3
-    threshold: str = "midpoint"
+    threshold: str = "auto"
     max_memory_gb: float = 4.0
 
     _parameter_constraints: ClassVar[dict] = {
@@ -104,7 +107,7 @@ class KFD(KernelClassifier):
     search_grid: ClassVar[dict] = {
         "sigma": [0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8],
         "mu": [1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0],
-        "threshold": ["midpoint", "bayes"],
+        "threshold": ["auto", "midpoint", "bayes"],
     }
     demo_params: ClassVar[dict] = {"sigma": 0.7, "mu": 1e-3}
 

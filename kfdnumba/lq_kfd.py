@@ -57,7 +57,7 @@ import numba
 import numpy as np
 import scipy.linalg
 
-from ._base import Interval, KernelClassifier, KernelExpansion, Options, check_memory, register
+from ._base import Interval, KernelClassifier, KernelExpansion, Options, check_memory, choose_threshold, register
 from ._jit import jit
 from ._linalg import row_gram_lower
 from ._threads import blas_section
@@ -273,6 +273,11 @@ class LqKFD(KernelClassifier):
         way (100 points: 37 non-zero α at the optimum, 51 retained at the default
         tol, 35 at tol = 1e-10: a coefficient that is small early on and grows
         later is pruned and never comes back).
+    threshold : {"auto", "midpoint"}, default "auto"
+        Cut on the output: "auto", where prior-weighted Gaussian
+        class-conditionals with a pooled variance of the training outputs
+        cross (unequal class sizes); "midpoint" of the two targets, the
+        paper's ``½ ℓ (1/ℓ₊ - 1/ℓ₋)``.
     max_memory_gb : float, default 4.0
         Refuse training sets whose O(ℓ²) working memory (about ``24 (ℓ+1)²``
         bytes) exceeds this.
@@ -287,7 +292,7 @@ class LqKFD(KernelClassifier):
     bias_ : float
         The paper's b (ω_0).
     threshold_ : float
-        The midpoint of the targets, ``½ ℓ (1/ℓ₊ - 1/ℓ₋)``.
+        The cut (``threshold``); with "midpoint" the midpoint of the targets, ``½ ℓ (1/ℓ₊ - 1/ℓ₋)``.
     intercept_ : ndarray (1,)
         ``bias_ - threshold_``: the decision function is ``k(x, SV) α + intercept_``.
     j_history_ : ndarray
@@ -309,6 +314,7 @@ class LqKFD(KernelClassifier):
     max_iter: int = 1000
     penalize_bias: bool = True
     prune_tol: float = 1e-3
+    threshold: str = "auto"
     max_memory_gb: float = 4.0
 
     _parameter_constraints: ClassVar[dict] = {
@@ -318,6 +324,7 @@ class LqKFD(KernelClassifier):
         "max_iter": [Interval("int", 1, None)],
         "penalize_bias": [Options((True, False))],
         "prune_tol": [Interval("real", 0, 1, "left")],
+        "threshold": [Options(("auto", "midpoint"))],
         "max_memory_gb": [Interval("real", 0, None, "neither")],
     }
     #: σ multiples reach 2.8: heart and breast_cancer chose the top of a grid ending at 1.4.
@@ -343,7 +350,7 @@ class LqKFD(KernelClassifier):
         n_pos = int(np.count_nonzero(y > 0))
         n_neg = n - n_pos
         yhat = np.where(y > 0, n / n_pos, -n / n_neg)
-        threshold = 0.5 * n * (1.0 / n_pos - 1.0 / n_neg)
+        midpoint = 0.5 * n * (1.0 / n_pos - 1.0 / n_neg)  # of the two targets: the paper's cut
         g = np.empty(n + 1)
         g[0] = yhat.sum()
         g[1:] = K @ yhat  # K symmetric: Kᵀŷ = Kŷ
@@ -401,7 +408,8 @@ class LqKFD(KernelClassifier):
                 f"LqKFD found no separation between the class means (degenerate data, sigma or rho={self.rho:g})."
             )
         is_alpha = active > 0
-        bias = float(omega[~is_alpha].sum())  # 0 if the (penalised) bias was pruned
+        bias = float(omega[~is_alpha].sum())
+        threshold = choose_threshold(self.threshold, midpoint, outputs, pos)  # 0 if the (penalised) bias was pruned
         support = active[is_alpha] - 1
         alpha = omega[is_alpha].copy()
         return KernelExpansion(

@@ -73,8 +73,10 @@ def test_kfd_bayes_threshold_agrees_with_probabilities():
     r = np.random.default_rng(4)
     X = r.standard_normal((120, 2))
     y = np.where(X[:, 0] + 0.7 * r.standard_normal(120) > 0.9, 1, -1)  # unbalanced
-    mid = KFD(sigma=1.0, mu=1e-2).fit(X, y)
+    mid = KFD(sigma=1.0, mu=1e-2, threshold="midpoint").fit(X, y)
     bay = KFD(sigma=1.0, mu=1e-2, threshold="bayes").fit(X, y)
+    auto = KFD(sigma=1.0, mu=1e-2).fit(X, y)  # the pooled-variance prior-aware cut
+    assert np.sum(auto.predict(X) == 1) < np.sum(mid.predict(X) == 1)
     np.testing.assert_allclose(mid.dual_coef_, bay.dual_coef_)
     # the Bayes cut is where P(+ | f) = 1/2, so predict and predict_proba agree
     np.testing.assert_array_equal(bay.predict(X), bay.classes_[np.argmax(bay.predict_proba(X), axis=1)])
