@@ -134,7 +134,9 @@ def test_default_model_is_the_ridge_fit_of_its_prefix_with_brute_force_loo(cls, 
     assert press.shape[0] - 1 <= model.loo_size_ + 10  # stopped `patience` steps after the best
 
 
-@pytest.mark.parametrize("cls", [SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD, KFD, LqKFD], ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "cls", [SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD, KFD, LqKFD], ids=lambda c: c.__name__
+)
 def test_automatic_cut_beats_the_midpoint_on_a_one_to_four_problem(cls):
     def blobs(n, seed):  # overlapping classes, one positive in five: the priors move the best cut
         r = np.random.default_rng(seed)
@@ -170,3 +172,33 @@ def test_identical_points_are_merged_without_changing_a_decision(monkeypatch):
     unmerged = KFD(sigma=1.0).fit(X, y)
     assert unmerged.n_retained_ == 80
     np.testing.assert_allclose(merged.decision_function(Xt), unmerged.decision_function(Xt), rtol=1e-10, atol=1e-12)
+
+
+def test_lq_kfd_generalised_ridge_loo_equals_brute_force_refits():
+    from kfdnumba.lq_kfd import _generalised_ridge_loo
+
+    X, y = two_blobs(30, seed=8)
+    model = LqKFD(sigma=1.0, rho="auto", q=0.5).fit(X, y)
+    K = rbf(X, X, 1.0)
+    n = y.shape[0]
+    yhat = np.where(y > 0, n / np.sum(y > 0), -n / np.sum(y < 0))
+
+    class Gram:
+        pass
+
+    gram = Gram()
+    gram.K = K
+    active = np.concatenate([[0], model.support_ + 1]) if model.bias_ != 0 else model.support_ + 1
+    omega = np.concatenate([[model.bias_], model.alpha_]) if model.bias_ != 0 else model.alpha_
+    rho = model.loo_rho_
+    press, loo = _generalised_ridge_loo(gram, yhat, active, omega, rho * n, model)
+    cols = np.column_stack([np.ones(n) if j == 0 else K[:, j - 1] for j in active])
+    D = np.diag(np.abs(omega) ** (0.5 - 2.0) * rho * n * 0.5)  # ρℓq |ω|^(q-2), weights held fixed
+    brute = np.empty(n)
+    for i in range(n):
+        keep = np.arange(n) != i
+        w = np.linalg.solve(cols[keep].T @ cols[keep] + D, cols[keep].T @ yhat[keep])
+        brute[i] = cols[i] @ w
+    np.testing.assert_allclose(loo, brute, rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(press, np.mean((yhat - brute) ** 2), rtol=1e-7)
+    assert model.rho_path_.shape == (9, 3)
