@@ -82,7 +82,12 @@ def run(dataset: str, methods: list[str], n_realizations: int, data_dir=None, pl
 
 
 def draw(rows: list[dict], path: str) -> None:
-    """Decision boundary and retained samples of the last realisation, one panel per method."""
+    """Decision boundary and retained samples of the last realisation, one panel per method.
+
+    A second row draws, for the methods that choose their size by leave-one-out,
+    the fitted path: the leave-one-out error against the number of points for
+    each regulariser of the grid, and the chosen size.
+    """
     try:
         import matplotlib
 
@@ -99,7 +104,9 @@ def draw(rows: list[dict], path: str) -> None:
         np.linspace(X[:, 1].min() - pad, X[:, 1].max() + pad, 200),
     )
     grid = np.column_stack([gx.ravel(), gy.ravel()])
-    fig, axes = plt.subplots(1, len(rows), figsize=(4.5 * len(rows), 4.2), squeeze=False)
+    paths = [row for row in rows if hasattr(row["model"], "loo_press_")]
+    n_rows = 2 if paths else 1
+    fig, axes = plt.subplots(n_rows, len(rows), figsize=(4.5 * len(rows), 4.2 * n_rows), squeeze=False)
     for ax, row in zip(axes[0], rows):
         model = row["model"]
         z = model.decision_function(grid).reshape(gx.shape)
@@ -109,6 +116,20 @@ def draw(rows: list[dict], path: str) -> None:
         sv = model.support_vectors_
         ax.scatter(sv[:, 0], sv[:, 1], facecolors="none", edgecolors="k", s=40, linewidths=0.8)
         ax.set_title(f"{row['method']}: {row['error_mean']:.1f} % error, {model.n_retained_} retained")
+    for ax, row in zip(axes[1] if paths else [], rows):
+        model = row["model"]
+        if not hasattr(model, "loo_press_"):
+            ax.axis("off")
+            continue
+        press = np.asarray(model.loo_press_)  # (size + 1) × λ grid: the fitted leave-one-out path
+        for a, lam in enumerate(model.loo_lambdas_):
+            ax.plot(np.arange(press.shape[0]), press[:, a], lw=0.8, label=f"λ = {lam:.2g}")
+        ax.axvline(model.loo_size_, color="k", ls="--", lw=1)
+        ax.set_yscale("log")
+        ax.set_xlabel("points in the expansion")
+        ax.set_ylabel("leave-one-out mean squared residual")
+        ax.set_title(f"chosen: {model.loo_size_} points, λ = {model.loo_lambda_:.2g}")
+        ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"plot written to {path}")

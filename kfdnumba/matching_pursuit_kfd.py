@@ -601,7 +601,7 @@ class MatchingPursuitKFD(KernelClassifier):
         "mu": [1e-3, 1e-1, 10.0],
         "threshold": ["midpoint", "bayes"],
     }
-    demo_params: ClassVar[dict] = {"sigma": 0.5, "n_bases": 30, "mu": 0.1}
+    demo_params: ClassVar[dict] = {"sigma": 0.5}  # size, mu and cut: the data-driven defaults
 
     def _basis_cap(self, n: int) -> int:
         """Most bases chosen: ``n_bases``, or ``max_bases`` when the size is chosen by leave-one-out."""

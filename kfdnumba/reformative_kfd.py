@@ -394,7 +394,7 @@ class ReformativeKFD(KernelClassifier):
         "tol": [1e-3, 3e-3, 1e-2, 3e-2],
         "threshold": ["midpoint", "bayes"],
     }
-    demo_params: ClassVar[dict] = {"sigma": 0.5, "mu": 1.0, "tol": 3e-3}  # Banana: 10.9 %, 46 nodes
+    demo_params: ClassVar[dict] = {"sigma": 0.5}  # size, mu and cut: the data-driven defaults
 
     def _loo_expansion(self, path, nodes, positive, scatter, j_history, X):
         """Return the model of the best leave-one-out prefix and regulariser (``kfdnumba._loo``)."""

@@ -326,7 +326,7 @@ class SparseGreedyKFD(KernelClassifier):
         "max_memory_gb": [Interval("real", 0, None, "neither")],
     }
     search_grid: ClassVar[dict] = {"sigma": [0.35, 0.5, 0.7, 1.0], "C": [1e-3, 1e-2, 1e-1]}
-    demo_params: ClassVar[dict] = {"sigma": 0.7, "C": 1e-2, "max_bases": 80}
+    demo_params: ClassVar[dict] = {"sigma": 0.7}  # size, C and cut: the data-driven defaults
 
     # ------------------------------------------------------------------ fit
     def _fit_binary(self, X, y, rng):

@@ -27,6 +27,7 @@ from kfdnumba import load_banana  # noqa: E402
 def LqKFD(**params):  # noqa: N802 - the paper's cut (the data-driven default is tested in test_loo.py)
     return _LqKFD(**{"threshold": "midpoint", **params})
 
+
 from kfdnumba._kernels import Kernel  # noqa: E402
 from kfdnumba._linalg import row_gram_lower  # noqa: E402
 from kfdnumba.lq_kfd import (  # noqa: E402
