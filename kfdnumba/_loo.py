@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._base import KernelExpansion, pooled_cut
+from ._jit import jit
 from ._linalg import back_substitution, forward_substitution
 
 __all__ = ["LooPath", "LooChoice", "loo_expansion", "default_lambdas", "IMPROVE_RTOL"]
@@ -58,8 +59,55 @@ _HAT_MARGIN = 1e-10
 
 
 def default_lambdas(n: int) -> np.ndarray:
-    """Return the λ grid carried along a path: ℓ × 10⁻⁸ … 10⁰ (kernel columns have squared norms ≤ ℓ)."""
-    return float(n) * np.logspace(-8.0, 0.0, 9)
+    """Return the λ grid carried along a path: ℓ × 10⁻⁸ … 10⁰, 7 values (kernel columns have squared norms ≤ ℓ)."""
+    return float(n) * np.logspace(-8.0, 0.0, 7)
+
+
+@jit(parallel=False)
+def _border_factors(L, m, cross, penalty_col, penalty_diag, zz, lambdas, V, gammas):
+    """Border every λ's factor ``L[a]`` (leading m+1 block) with the new column; False if one is dependent.
+
+    Writes row m+1 of each ``L[a]`` (``l = L⁻¹B``, B = cross + λ P_col, and
+    ``√γ``), ``gammas[a]`` the Schur complement and ``V[a]`` the vector
+    ``L⁻ᵀ l``. On False the caller keeps its size m, so the rows written are
+    overwritten by the next column.
+    """
+    border = np.empty(m + 1)
+    for a in range(lambdas.shape[0]):
+        lam = lambdas[a]
+        border[0] = cross[0]
+        for k in range(m):
+            border[k + 1] = cross[k + 1] + lam * penalty_col[k]
+        diag = zz + lam * penalty_diag
+        ell = forward_substitution(L[a], m + 1, border)
+        gamma = diag - np.dot(ell, ell)
+        if not gamma > SCHUR_RTOL * diag:
+            return False
+        gammas[a] = gamma
+        V[a, : m + 1] = back_substitution(L[a], m + 1, ell)
+        L[a, m + 1, : m + 1] = ell
+        L[a, m + 1, m + 1] = np.sqrt(gamma)
+    return True
+
+
+@jit(parallel=False)
+def _update_fits(z, ZV, gammas, y, f, h, c_new, press):
+    """New column of W per λ, ``w = (z - ZV[a]) / √γ``; ``f += w (wᵀy)``, ``h += w²``; the new PRESS per λ."""
+    n = z.shape[0]
+    for a in range(gammas.shape[0]):
+        inv = 1.0 / np.sqrt(gammas[a])
+        c = 0.0
+        for i in range(n):
+            c += (z[i] - ZV[a, i]) * inv * y[i]
+        c_new[a] = c
+        total = 0.0
+        for i in range(n):
+            w = (z[i] - ZV[a, i]) * inv
+            f[a, i] += w * c
+            h[a, i] += w * w
+            r = (y[i] - f[a, i]) / max(1.0 - h[a, i], _HAT_MARGIN)
+            total += r * r
+        press[a] = total / n
 
 
 @dataclass
@@ -137,38 +185,24 @@ class LooPath:
         if cross is None:
             cross = np.concatenate(([z.sum()], self.columns[:m] @ z))
         if self.kernel_penalty:  # P = K_II: the new column of P is z at the chosen points
-            penalty_col, penalty_diag = z[self.indices[:m]], float(z[index])
+            penalty_col, penalty_diag = np.ascontiguousarray(z[self.indices[:m]]), float(z[index])
         else:
-            penalty_col, penalty_diag = 0.0, 1.0
-        zz = float(z @ z)
+            penalty_col, penalty_diag = np.zeros(m), 1.0
         g = self.lambdas.shape[0]
-        rows = np.empty((g, m + 1))
-        V = np.empty((m + 1, g))
+        V = np.empty((g, m + 1))
         gammas = np.empty(g)
-        for a, lam in enumerate(self.lambdas):
-            border = np.array(cross, dtype=np.float64)
-            border[1:] += lam * penalty_col
-            diag = zz + lam * penalty_diag
-            ell = forward_substitution(self.L[a], m + 1, border)
-            gamma = diag - float(ell @ ell)
-            if not gamma > SCHUR_RTOL * diag:
-                return False
-            rows[a] = ell
-            gammas[a] = gamma
-            V[:, a] = back_substitution(self.L[a], m + 1, ell)  # L⁻ᵀ l
-        for a in range(g):
-            self.L[a, m + 1, : m + 1] = rows[a]
-            self.L[a, m + 1, m + 1] = np.sqrt(gammas[a])
-        ZV = V[0][None, :] + (self.columns[:m].T @ V[1:] if m else 0.0)  # Z_prev L⁻ᵀ l, ℓ × g
-        W_new = (z[:, None] - ZV) / np.sqrt(gammas)[None, :]
-        c_new = self.y @ W_new
+        cross = np.ascontiguousarray(cross, dtype=np.float64)
+        if not _border_factors(self.L, m, cross, penalty_col, penalty_diag, float(z @ z), self.lambdas, V, gammas):
+            return False
+        ZV = V[:, 1:] @ self.columns[:m] if m else np.zeros((g, z.shape[0]))  # (Z_prev L⁻ᵀ l)ᵀ, g × ℓ
+        ZV += V[:, :1]  # the intercept column
+        c_new = np.empty(g)
+        press = np.empty(g)
+        _update_fits(z, ZV, gammas, self.y, self.f, self.h, c_new, press)
         self.wy[:, m + 1] = c_new
-        self.f += (W_new * c_new[None, :]).T
-        self.h += (W_new * W_new).T
         self.columns[m] = z
         self.indices[m] = index
         self.m = m + 1
-        press = self._press()
         self.press.append(press)
         a = int(np.argmin(press))
         if press[a] < (1.0 - IMPROVE_RTOL) * self.press[self.best[0]][self.best[1]]:

@@ -1,0 +1,69 @@
+"""What the leave-one-out path costs: its share of the fit time of each greedy method.
+
+    python benchmarks/loo_cost.py            # ℓ = 400, 2 000, 5 000 Banana-like points
+
+Each estimator with its defaults (size, regulariser and cut by leave-one-out)
+and σ = 0.7; the time spent inside ``kfdnumba._loo.LooPath`` (its ``append``
+and ``choice``) is accumulated by wrapping them, and reported beside the whole
+fit (best of 3 fits after a warm-up). The issue asks for at most 20 %.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+for path in (ROOT, ROOT / "benchmarks"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from threads import banana_like  # noqa: E402
+
+from kfdnumba import MatchingPursuitKFD, ReformativeKFD, SparseGreedyKFD  # noqa: E402
+from kfdnumba import _loo  # noqa: E402
+
+SPENT = [0.0]
+
+
+def timed(method):
+    def wrapper(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            SPENT[0] += time.perf_counter() - t
+
+    return wrapper
+
+
+def main():
+    print(f"load average at start: {os.getloadavg()}")
+    _loo.LooPath.append = timed(_loo.LooPath.append)
+    _loo.LooPath.choice = timed(_loo.LooPath.choice)
+    for n in (400, 2000, 5000):
+        X, y = banana_like(n)
+        for cls in (SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD):
+            cls(sigma=0.7, random_state=0).fit(X, y)  # warm-up
+            best = (np.inf, 0.0, 0)
+            for _ in range(3):
+                SPENT[0] = 0.0
+                t = time.perf_counter()
+                model = cls(sigma=0.7, random_state=0).fit(X, y)
+                total = time.perf_counter() - t
+                if total < best[0]:
+                    best = (total, SPENT[0], model.n_retained_)
+            total, spent, kept = best
+            print(
+                f"n={n:5d} {cls.__name__:20s} fit {1e3 * total:8.1f} ms, leave-one-out path {1e3 * spent:7.1f} ms "
+                f"({100 * spent / total:4.1f} %), {kept} points kept",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
