@@ -24,8 +24,12 @@ for path in (ROOT, ROOT / "benchmarks"):
 
 from threads import banana_like  # noqa: E402
 
-from kfdnumba import MatchingPursuitKFD, ReformativeKFD, SparseGreedyKFD  # noqa: E402
-from kfdnumba import _loo  # noqa: E402
+from kfdnumba import (  # noqa: E402
+    MatchingPursuitKFD,
+    ReformativeKFD,
+    SparseGreedyKFD,
+    _loo,  # noqa: E402
+)
 
 SPENT = [0.0]
 

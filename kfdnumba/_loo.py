@@ -92,7 +92,7 @@ def _border_factors(L, m, cross, penalty_col, penalty_diag, zz, lambdas, V, gamm
 
 @jit(parallel=False)
 def _update_fits(z, ZV, gammas, y, f, h, c_new, press):
-    """New column of W per λ, ``w = (z - ZV[a]) / √γ``; ``f += w (wᵀy)``, ``h += w²``; the new PRESS per λ."""
+    """Add the new column of W per λ, ``w = (z - ZV[a]) / √γ``: ``f += w (wᵀy)``, ``h += w²``; PRESS per λ."""
     n = z.shape[0]
     for a in range(gammas.shape[0]):
         inv = 1.0 / np.sqrt(gammas[a])
