@@ -64,16 +64,24 @@ def default_lambdas(n: int) -> np.ndarray:
 
 
 @jit(parallel=False)
-def _border_factors(L, m, cross, penalty_col, penalty_diag, zz, lambdas, V, gammas):
-    """Border every λ's factor ``L[a]`` (leading m+1 block) with the new column; False if one is dependent.
+def _border_factors(L, m, cross, penalty_col, penalty_diag, zz, lambdas, alive, V, gammas):
+    """Border the factor ``L[a]`` (leading m+1 block) of every live λ with the new column.
 
-    Writes row m+1 of each ``L[a]`` (``l = L⁻¹B``, B = cross + λ P_col, and
+    Writes row m+1 of each live ``L[a]`` (``l = L⁻¹B``, B = cross + λ P_col, and
     ``√γ``), ``gammas[a]`` the Schur complement and ``V[a]`` the vector
-    ``L⁻ᵀ l``. On False the caller keeps its size m, so the rows written are
-    overwritten by the next column.
+    ``L⁻ᵀ l``. A λ for which the column is numerically dependent
+    (``γ ≤ SCHUR_RTOL · diag``) is retired (``alive[a] = False``: its path ends
+    there; the others go on). Returns the number of λ still alive; when it is 0
+    the caller refuses the column and keeps its size m, so the rows written
+    are overwritten by the next column.
     """
     border = np.empty(m + 1)
+    n_alive = 0
     for a in range(lambdas.shape[0]):
+        gammas[a] = 1.0
+        V[a, : m + 1] = 0.0
+        if not alive[a]:
+            continue
         lam = lambdas[a]
         border[0] = cross[0]
         for k in range(m):
@@ -82,19 +90,28 @@ def _border_factors(L, m, cross, penalty_col, penalty_diag, zz, lambdas, V, gamm
         ell = forward_substitution(L[a], m + 1, border)
         gamma = diag - np.dot(ell, ell)
         if not gamma > SCHUR_RTOL * diag:
-            return False
+            alive[a] = False
+            continue
+        n_alive += 1
         gammas[a] = gamma
         V[a, : m + 1] = back_substitution(L[a], m + 1, ell)
         L[a, m + 1, : m + 1] = ell
         L[a, m + 1, m + 1] = np.sqrt(gamma)
-    return True
+    return n_alive
 
 
 @jit(parallel=False)
-def _update_fits(z, ZV, gammas, y, f, h, c_new, press):
-    """Add the new column of W per λ, ``w = (z - ZV[a]) / √γ``: ``f += w (wᵀy)``, ``h += w²``; PRESS per λ."""
+def _update_fits(z, ZV, gammas, alive, y, f, h, c_new, press):
+    """Add the new column of W per live λ, ``w = (z - ZV[a]) / √γ``: ``f += w (wᵀy)``, ``h += w²``; PRESS per λ.
+
+    A retired λ keeps its fit and gets PRESS = inf (it cannot be chosen at this size or later).
+    """
     n = z.shape[0]
     for a in range(gammas.shape[0]):
+        if not alive[a]:
+            c_new[a] = 0.0
+            press[a] = np.inf
+            continue
         inv = 1.0 / np.sqrt(gammas[a])
         c = 0.0
         for i in range(n):
@@ -157,6 +174,7 @@ class LooPath:
         self.h = np.full((g, n), 1.0 / n)
         self.columns = np.empty((capacity, n))  # the appended columns, one row each
         self.indices = np.empty(capacity, dtype=np.intp)
+        self.alive = np.ones(g, dtype=np.bool_)  # λ whose factor could take every column so far
         self.kernel_penalty = penalty == "kernel"
         self.m = 0
         self.press = [self._press()]
@@ -173,7 +191,10 @@ class LooPath:
         return self.f[a].copy(), self.h[a].copy()
 
     def append(self, z: np.ndarray, index: int, cross: np.ndarray | None = None) -> bool:
-        """Append the kernel column ``z = K[:, index]``; False (nothing changed) if it is numerically dependent.
+        """Append the kernel column ``z = K[:, index]``; False (nothing changed) if it is dependent for every λ.
+
+        A λ for which the column is numerically dependent is retired (its
+        path ends; the best state found with it stays a candidate).
 
         ``cross``, when the caller has it, is ``[1ᵀz, Z_prevᵀz]`` (length m + 1);
         otherwise it is computed from the stored columns (O(ℓm)).
@@ -192,13 +213,17 @@ class LooPath:
         V = np.empty((g, m + 1))
         gammas = np.empty(g)
         cross = np.ascontiguousarray(cross, dtype=np.float64)
-        if not _border_factors(self.L, m, cross, penalty_col, penalty_diag, float(z @ z), self.lambdas, V, gammas):
-            return False
+        alive = self.alive.copy()
+        if not _border_factors(
+            self.L, m, cross, penalty_col, penalty_diag, float(z @ z), self.lambdas, alive, V, gammas
+        ):
+            return False  # dependent for every λ: refused, nothing changed
+        self.alive = alive
         ZV = V[:, 1:] @ self.columns[:m] if m else np.zeros((g, z.shape[0]))  # (Z_prev L⁻ᵀ l)ᵀ, g × ℓ
         ZV += V[:, :1]  # the intercept column
         c_new = np.empty(g)
         press = np.empty(g)
-        _update_fits(z, ZV, gammas, self.y, self.f, self.h, c_new, press)
+        _update_fits(z, ZV, gammas, self.alive, self.y, self.f, self.h, c_new, press)
         self.wy[:, m + 1] = c_new
         self.columns[m] = z
         self.indices[m] = index

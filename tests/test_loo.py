@@ -83,6 +83,13 @@ def test_dependent_column_is_refused():
     assert path.append(K[:, 3], 3)
     assert not path.append(K[:, 3], 3)  # the same column again: Schur complement 0
     assert path.m == 1
+    # with a second, larger λ the column is taken: the small λ is retired, the large one goes on
+    both = LooPath(y.astype(float), np.array([1e-12, 1.0]), capacity=3)
+    assert both.append(K[:, 3], 3) and both.append(K[:, 3], 3)
+    assert both.m == 2 and list(both.alive) == [False, True]
+    assert np.isinf(both.press[-1][0]) and np.isfinite(both.press[-1][1])
+    choice = both.choice(final=True)
+    assert choice.lam == 1.0 and choice.size == 2
 
 
 def test_loo_cut_is_prior_aware():
