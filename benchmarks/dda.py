@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from kfdnumba._threads import thread_policy  # noqa: E402
 from kfdnumba.datasets import default_data_dir  # noqa: E402
 from kfdnumba.dda import (  # noqa: E402
     DDA,
@@ -32,7 +33,6 @@ from kfdnumba.dda import (  # noqa: E402
     _class_weights,
     _majorize,
     _nearest_neighbour,
-    _single_threaded_blas,
     sphere_minimizer,
 )
 
@@ -128,7 +128,7 @@ def speed(data_dir, repeats=5):
         _majorize(Z, Y, labels, alpha, beta, 8.0, 1.0, 0.01, LqZ, LgY, rows, weights)
         return sphere_minimizer(Z.T @ LqZ, 0.5 * (Z.T @ LgY), np.sqrt(m), fallback=T)
 
-    with _single_threaded_blas():
+    with thread_policy(None):  # the package's policy: BLAS on one thread, as inside a fit
         for label, w in [("pair weights stored (n <= 3000)", weights), ("row kernel (n > 3000)", None)]:
             one_iteration(w)  # warm-up (compilation)
             times = []
