@@ -124,6 +124,24 @@ def exp_nonpositive(x):
     return p * scale if x >= _EXP_MIN else 0.0
 
 
+@jit(parallel=False)
+def rbf_row(A, i, BT, gamma, out):
+    """``out[j] = exp(-gamma ||A[i] - B[j]||²)`` for every j (``BT = Bᵀ``): distances summed directly, then exp.
+
+    Feature-major loops over the contiguous rows of ``BT``, so both passes vectorise.
+    """
+    n_b = BT.shape[1]
+    for j in range(n_b):
+        out[j] = 0.0
+    for k in range(A.shape[1]):
+        a = A[i, k]
+        for j in range(n_b):
+            u = a - BT[k, j]
+            out[j] += u * u
+    for j in range(n_b):
+        out[j] = exp_nonpositive(-gamma * out[j])
+
+
 @jit
 def _rbf_block_direct(A, BT, gamma, out):
     """out[i, j] = exp(-gamma ||A[i] - B[j]||²), distances summed directly (A, B centred, ``BT = Bᵀ``).
@@ -131,19 +149,8 @@ def _rbf_block_direct(A, BT, gamma, out):
     One ``prange`` pass over rows: distances, then the vectorised exponential,
     in the output row itself (no temporary).
     """
-    n_a, d = A.shape
-    n_b = BT.shape[1]
-    for i in numba.prange(n_a):
-        row = out[i]
-        for j in range(n_b):
-            row[j] = 0.0
-        for k in range(d):
-            a = A[i, k]
-            for j in range(n_b):
-                u = a - BT[k, j]
-                row[j] += u * u
-        for j in range(n_b):
-            row[j] = exp_nonpositive(-gamma * row[j])
+    for i in numba.prange(A.shape[0]):
+        rbf_row(A, i, BT, gamma, out[i])
 
 
 @jit
@@ -198,20 +205,11 @@ def _rbf_gram_matvec(X, XT, gamma, v, bounds, partial, out):
 @jit
 def _rbf_expansion(X, PT, gamma, coef, out):
     """``out = k(X, P) @ coef`` for the RBF kernel, row by row, no block stored (X, P centred, ``PT = Pᵀ``)."""
-    n, d = X.shape
     m = PT.shape[1]
     n_out = coef.shape[1]
-    for i in numba.prange(n):
+    for i in numba.prange(X.shape[0]):
         k_row = np.empty(m)
-        for j in range(m):
-            k_row[j] = 0.0
-        for k in range(d):
-            a = X[i, k]
-            for j in range(m):
-                u = a - PT[k, j]
-                k_row[j] += u * u
-        for j in range(m):
-            k_row[j] = exp_nonpositive(-gamma * k_row[j])
+        rbf_row(X, i, PT, gamma, k_row)
         for t in range(n_out):
             s = 0.0
             for j in range(m):

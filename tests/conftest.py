@@ -34,3 +34,26 @@ def two_blobs(n=60, d=2, seed=0, shift=1.5):
 def all_estimators():
     """(name, class) of every registered kernel classifier."""
     return sorted(kfdnumba.registered_estimators().items())
+
+
+def count_gram_blocks(monkeypatch, n):
+    """Record every full n × n ``Kernel.block`` call (a list that grows by one per call)."""
+    from kfdnumba._kernels import Kernel
+
+    calls = []
+    original = Kernel.block
+
+    def counting(self, A, B, out=None):
+        if A.shape[0] == B.shape[0] == n:
+            calls.append(1)
+        return original(self, A, B, out)
+
+    monkeypatch.setattr(Kernel, "block", counting)
+    return calls
+
+
+def three_class_blobs(n=90, seed=3):
+    """Three Gaussian classes in 2-D, labels 0, 1, 2."""
+    r = np.random.default_rng(seed)
+    y = np.arange(n) % 3
+    return r.standard_normal((n, 2)) + 2.0 * np.array([[0, 0], [1, 1], [2, -1]])[y], y

@@ -84,20 +84,10 @@ def test_kfd_bayes_threshold_agrees_with_probabilities():
 
 
 def test_multiclass_computes_the_gram_matrix_once_and_matches_binary_fits(monkeypatch):
-    from kfdnumba._kernels import Kernel
+    from conftest import count_gram_blocks, three_class_blobs
 
-    r = np.random.default_rng(3)
-    y = np.arange(90) % 3
-    X = r.standard_normal((90, 2)) + 2.0 * np.array([[0, 0], [1, 1], [2, -1]])[y]
-    full_blocks = []
-    original = Kernel.block
-
-    def counting(self, A, B, out=None):
-        if A.shape[0] == B.shape[0] == X.shape[0]:
-            full_blocks.append(1)
-        return original(self, A, B, out)
-
-    monkeypatch.setattr(Kernel, "block", counting)
+    X, y = three_class_blobs(seed=3)
+    full_blocks = count_gram_blocks(monkeypatch, X.shape[0])
     model = KFD(sigma=1.0).fit(X, y)
     assert len(full_blocks) == 1  # shared by the three one-vs-rest models
     for c in range(3):

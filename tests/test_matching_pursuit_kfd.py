@@ -352,20 +352,10 @@ def test_bayes_threshold_option_agrees_with_probabilities():
 
 
 def test_multiclass_dense_computes_the_gram_matrix_once_and_matches_binary_fits(monkeypatch):
-    from kfdnumba._kernels import Kernel
+    from conftest import count_gram_blocks, three_class_blobs
 
-    r = np.random.default_rng(4)
-    y = np.arange(90) % 3
-    X = r.standard_normal((90, 2)) + 2.0 * np.array([[0, 0], [1, 1], [2, -1]])[y]
-    full_blocks = []
-    original = Kernel.block
-
-    def counting(self, A, B, out=None):
-        if A.shape[0] == B.shape[0] == X.shape[0]:
-            full_blocks.append(1)
-        return original(self, A, B, out)
-
-    monkeypatch.setattr(Kernel, "block", counting)
+    X, y = three_class_blobs(seed=4)
+    full_blocks = count_gram_blocks(monkeypatch, X.shape[0])
     params = dict(sigma=1.0, n_bases=10, criterion="optimal", deflated_kernel="dense")
     model = MatchingPursuitKFD(**params).fit(X, y)
     assert len(full_blocks) == 1
