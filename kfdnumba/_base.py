@@ -41,7 +41,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ._kernels import make_kernel
+from ._kernels import DIRECT_MAX_DIM, make_kernel
 from ._threads import numba_threads, resolve_n_jobs, thread_policy
 
 __all__ = [
@@ -631,7 +631,8 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
     def _raw_output(self, X) -> np.ndarray:
         self._check_is_fitted()
         X = check_array(X, n_features=self.n_features_in_, owner=type(self).__name__)
-        with thread_policy(self.n_jobs):
+        uses_blas = self.kernel_.name == "linear" or X.shape[1] > DIRECT_MAX_DIM  # else the fused Numba pass
+        with thread_policy(self.n_jobs, blas=uses_blas):
             out = self.kernel_.expansion(X, self.support_vectors_, self.dual_coef_)
         return out + self.intercept_
 

@@ -112,6 +112,7 @@ class _ParallelKernel:
         """Run the parallel path (the serial twin in a forked child)."""
         if _IN_FORKED_CHILD:
             return self.serial(*args)
+        _threads.ensure_planned()  # the call's thread count, planned at its first parallel kernel
         self.parallel_calls += 1
         return self.parallel(*args)
 

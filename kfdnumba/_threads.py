@@ -201,10 +201,14 @@ def numba_threads(n: int | None):
 
 
 @contextmanager
-def thread_policy(n_jobs=None):
+def thread_policy(n_jobs=None, blas: bool = True):
     """Apply the policy to one public call: Numba threads from :func:`plan_threads`, BLAS one thread.
 
-    Nested calls (a fit that predicts) keep the outer call's setting.
+    The thread count is planned lazily, when the call's first parallel kernel
+    runs (:func:`ensure_planned`), so calls that stay serial (a one-row
+    predict) pay nothing for it; ``blas=False`` skips the BLAS cap for calls
+    that make no BLAS call. Nested calls (a fit that predicts) keep the outer
+    call's setting.
     """
     global _active_calls
     if getattr(_state, "depth", 0):
@@ -217,21 +221,32 @@ def thread_policy(n_jobs=None):
     with _lock:
         _active_calls += 1
     _state.depth = 1
+    _state.n_jobs = n_jobs
+    _state.threads = None  # not planned yet
     try:
-        n = plan_threads(n_jobs)
-        _state.threads = n
-        with numba_threads(n), _blas_limit(1):
+        with _blas_limit(1) if blas else nullcontext():
             yield
     finally:
+        if _state.threads is not None:
+            numba.set_num_threads(_state.old_threads)
         _state.depth = 0
+        _state.threads = None
         with _lock:
             _active_calls -= 1
 
 
+def ensure_planned() -> None:
+    """Inside a :func:`thread_policy` call, plan the thread count now (once) and set Numba's."""
+    if getattr(_state, "depth", 0) and _state.threads is None:
+        n = plan_threads(_state.n_jobs)
+        _state.old_threads = numba.get_num_threads()
+        _state.threads = n
+        numba.set_num_threads(n)
+
+
 def call_threads() -> int:
-    """Threads of the current call (Numba's setting outside any call)."""
-    if getattr(_state, "depth", 0):
-        return _state.threads
+    """Threads of the current call (planned now if need be); Numba's setting outside any call."""
+    ensure_planned()
     return numba.get_num_threads()
 
 

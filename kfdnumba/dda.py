@@ -745,6 +745,6 @@ class DDAClassifier(ClassifierMixin, DDA):
     def predict(self, X) -> np.ndarray:
         """Label of the nearest training point in the transformed space."""
         Y = np.ascontiguousarray(self.transform(X))
-        with thread_policy(self.n_jobs):
+        with thread_policy(self.n_jobs, blas=False):  # 1-NN only: no BLAS call inside
             nn = _nearest_neighbour.run(float(Y.shape[0]) * self.embedding_.shape[0] * Y.shape[1], Y, self.embedding_)
         return self.classes_[self._train_codes[nn]]

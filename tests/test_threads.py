@@ -231,3 +231,17 @@ def test_grid_search_in_two_loky_workers_equals_the_serial_fit():
     np.testing.assert_array_equal(
         serial.best_estimator_.decision_function(X), parallel.best_estimator_.decision_function(X)
     )
+
+
+def test_serial_calls_do_not_plan_threads(monkeypatch):
+    X, y = _blobs(60, 2, 12)
+    model = SparseGreedyKFD(sigma=1.0, random_state=0).fit(X, y)
+
+    def refuse(n_jobs=None):
+        raise AssertionError("a call whose kernels all ran serially planned its threads")
+
+    monkeypatch.setattr(_threads, "plan_threads", refuse)
+    model.predict(X[:1])  # one row: the serial twin, no /proc reads, no BLAS cap
+    with pytest.raises(AssertionError, match="planned"):
+        with _threads.force_parallel():
+            model.predict(X[:1])
