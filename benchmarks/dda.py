@@ -9,6 +9,17 @@ be dropped and counted, none are).
 
     python benchmarks/dda.py accuracy [--sets uci_iris,...] [--params '{"floor": 1.0}']
     python benchmarks/dda.py speed
+    python benchmarks/dda.py table [--sets ...] [--variants '{"name": {params}, ...}'] [--peers nca,lmnn,lfda]
+
+``table``: the side-by-side comparison with the metric learners (same folds,
+features median-imputed then standardised inside each fold, 1-NN after each
+transform; error % and the fit time summed over the 10 folds, all measured in
+the same run, warm-up fits excluded): plain 1-NN, DDA with its defaults, any
+DDA variants, scikit-learn's NeighborhoodComponentsAnalysis (random_state=0)
+and, when ``metric_learn`` (0.7) is importable, LMNN (max_iter bounded by
+``LMNN_MAX_ITER``) and LFDA. metric-learn 0.7 passes ``force_all_finite`` to
+scikit-learn's ``check_array``, removed in scikit-learn 1.6: the benchmark
+renames it to ``ensure_all_finite`` (a shim, nothing else changes).
 """
 
 from __future__ import annotations
@@ -58,6 +69,11 @@ def stratified_folds(y, n_folds=10, seed=0):
 
 
 def standardise(train, test):
+    # median imputation with the training fold's medians (the UCI files here have no NaN)
+    med = np.nanmedian(train, axis=0)
+    med[np.isnan(med)] = 0.0
+    train = np.where(np.isnan(train), med, train)
+    test = np.where(np.isnan(test), med, test)
     mu, sd = train.mean(axis=0), train.std(axis=0)
     sd[sd == 0] = 1.0
     return (train - mu) / sd, (test - mu) / sd
@@ -155,15 +171,151 @@ def speed(data_dir, repeats=5):
         print(f"whole fit on Sonar (208 x 60), {label}: median {np.median(times):.3f} s, min {min(times):.3f} s")
 
 
+#: LMNN's iterations are bounded so that the table stays short (metric-learn's default is 1000).
+LMNN_MAX_ITER = 100
+
+
+def _shim_metric_learn():
+    """metric-learn 0.7 with scikit-learn >= 1.6: rename ``force_all_finite`` to ``ensure_all_finite``."""
+    import metric_learn  # noqa: F401
+    from metric_learn import _util
+
+    def renamed(func):
+        def wrapper(*args, **kwargs):
+            if "force_all_finite" in kwargs:
+                kwargs["ensure_all_finite"] = kwargs.pop("force_all_finite")
+            return func(*args, **kwargs)
+
+        return wrapper
+
+    for name in ("check_array", "check_X_y"):
+        original = getattr(_util, name)
+        if not getattr(original, "_renamed", False):
+            wrapped = renamed(original)
+            wrapped._renamed = True
+            setattr(_util, name, wrapped)
+    return metric_learn
+
+
+def _peer_methods(peers):
+    """(name, factory(fold) -> transformer) for the metric learners that are available."""
+    from sklearn.neighbors import NeighborhoodComponentsAnalysis
+
+    methods = []
+    if "nca" in peers:
+        methods.append(("sklearn NCA", lambda f: NeighborhoodComponentsAnalysis(random_state=0)))
+    if {"lmnn", "lfda"} & set(peers):
+        try:
+            ml = _shim_metric_learn()
+        except ImportError:
+            print("metric_learn not importable: LMNN / LFDA skipped", flush=True)
+            return methods
+        if "lmnn" in peers:
+            methods.append(("LMNN", lambda f: ml.LMNN(max_iter=LMNN_MAX_ITER, random_state=0)))
+        if "lfda" in peers:
+            methods.append(("LFDA", lambda f: ml.LFDA()))
+    return methods
+
+
+def table(sets, variants, peers, data_dir, seed=0):
+    """Error % and 10-fold fit seconds of 1-NN, DDA (defaults, variants) and the metric learners."""
+    import warnings
+
+    methods = [("DDA defaults", lambda f, p={}: DDA(random_state=f, **p))]
+    for name, params in variants.items():
+        methods.append((f"DDA {name}", lambda f, p=params: DDA(random_state=f, **p)))
+    methods += _peer_methods(peers)
+    names = ["1-NN"] + [m[0] for m in methods]
+    # warm-up (Numba compilation, imports) on a small set, not timed
+    Xw, yw, _ = load("uci_iris", data_dir)
+    Xw = (Xw - Xw.mean(axis=0)) / Xw.std(axis=0)
+    for _, make in methods:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                make(0).fit(Xw, yw)
+        except Exception:  # noqa: BLE001 - a failing peer is reported per set below
+            pass
+    results = {}
+    for set_name in sets:
+        X, y, _ = load(set_name, data_dir)
+        fold = stratified_folds(y, 10, seed)
+        errors = dict.fromkeys(names, 0)
+        times = dict.fromkeys(names, 0.0)
+        failed = set()
+        extra = {}
+        for f in range(10):
+            tr, te = fold != f, fold == f
+            Xtr, Xte = standardise(X[tr], X[te])
+            Xtr, Xte = np.ascontiguousarray(Xtr), np.ascontiguousarray(Xte)
+            nn = _nearest_neighbour(Xte, Xtr)
+            errors["1-NN"] += int(np.sum(y[tr][nn] != y[te]))
+            for name, make in methods:
+                if name in failed:
+                    continue
+                model = make(f)
+                t0 = time.perf_counter()
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        model.fit(Xtr, y[tr])
+                except Exception as exc:  # noqa: BLE001
+                    failed.add(name)
+                    extra[name] = f"fails ({type(exc).__name__})"
+                    continue
+                times[name] += time.perf_counter() - t0
+                Ytr = np.ascontiguousarray(model.transform(Xtr), dtype=np.float64)
+                Yte = np.ascontiguousarray(model.transform(Xte), dtype=np.float64)
+                if not (np.all(np.isfinite(Ytr)) and np.all(np.isfinite(Yte))):
+                    failed.add(name)
+                    extra[name] = "fails (non-finite)"
+                    continue
+                nn = _nearest_neighbour(Yte, Ytr)
+                errors[name] += int(np.sum(y[tr][nn] != y[te]))
+                if isinstance(model, DDA):
+                    extra.setdefault(name + " k", []).append(model.n_components_)
+                    extra.setdefault(name + " steps", []).append(model.n_iter_)
+        row = {}
+        for name in names:
+            if name in failed:
+                row[name] = extra[name]
+            else:
+                row[name] = (100.0 * errors[name] / y.shape[0], times[name])
+        results[set_name] = row
+        summary = {n: (v if isinstance(v, str) else f"{v[0]:.2f} ({v[1]:.1f} s)") for n, v in row.items()}
+        dda_info = {k: float(np.median(v)) for k, v in extra.items() if isinstance(v, list)}
+        print(json.dumps({"set": set_name, **summary, "dda median k / steps": dda_info}), flush=True)
+    print()
+    print("| set | " + " | ".join(names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    for set_name, row in results.items():
+        cells = []
+        for name in names:
+            v = row[name]
+            if isinstance(v, str):
+                cells.append(v)
+            elif name == "1-NN":
+                cells.append(f"{v[0]:.2f}")
+            else:
+                cells.append(f"{v[0]:.2f} ({v[1]:.1f} s)")
+        print(f"| {set_name.removeprefix('uci_')} | " + " | ".join(cells) + " |")
+    return results
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["accuracy", "speed"])
+    parser.add_argument("what", choices=["accuracy", "speed", "table"])
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--params", default="{}")
+    parser.add_argument("--variants", default="{}", help="table: JSON {name: DDA parameters}")
+    parser.add_argument("--peers", default="nca,lmnn,lfda", help="table: metric learners to compare")
     args = parser.parse_args()
     data_dir = Path(default_data_dir())
     if args.what == "accuracy":
         accuracy(args.sets.split(","), json.loads(args.params), data_dir)
+    elif args.what == "table":
+        peers = [p for p in args.peers.split(",") if p]
+        table(args.sets.split(","), json.loads(args.variants), peers, data_dir)
     else:
         speed(data_dir)
 

@@ -21,10 +21,13 @@ without storing W: when column z is appended, with ``l = L⁻¹ B`` the borderin
 vector (B = ``Zᵀz + λ P_col``) and ``γ = zᵀz + λ P_jj - lᵀl``, the new column of
 W is ``w = (z - Z L⁻ᵀ l) / √γ`` (one product with the stored columns for all λ
 of the grid, a BLAS GEMM), and then ``f += w (wᵀy)`` and ``h += w²``. Cost per
-step O(ℓ·m·g) for g values of λ, memory O(ℓ·g) beyond the columns the method
-stores anyway.
+step O(ℓ·m·g) for g values of λ; memory O(ℓ·g) for the fits and hat diagonals
+plus its own copy of the m appended columns (O(ℓ·m), grown as they come) and
+g factors of (m+1)². A λ for which a new column is numerically dependent is
+retired (its path ends there); a column is refused only when every λ is.
 
-What the methods do with it (``size="auto"`` and friends):
+What the methods do with it (``stop="loo"`` / ``n_bases="auto"``,
+``C="auto"`` / ``mu="auto"``, ``threshold="auto"``):
 
 * **size**: the path stops once the best PRESS over the grid has not
   improved (by more than ``IMPROVE_RTOL``) for ``patience`` steps, and the
@@ -172,7 +175,7 @@ class LooPath:
         self.wy[:, 0] = self.y.sum() / np.sqrt(n)
         self.f = np.full((g, n), self.y.mean())
         self.h = np.full((g, n), 1.0 / n)
-        self.columns = np.empty((capacity, n))  # the appended columns, one row each
+        self.columns = np.empty((min(capacity, 16), n))  # the appended columns, one row each (grown)
         self.indices = np.empty(capacity, dtype=np.intp)
         self.alive = np.ones(g, dtype=np.bool_)  # λ whose factor could take every column so far
         self.kernel_penalty = penalty == "kernel"
@@ -205,6 +208,10 @@ class LooPath:
         z = np.ascontiguousarray(z, dtype=np.float64)
         if cross is None:
             cross = np.concatenate(([z.sum()], self.columns[:m] @ z))
+        if m == self.columns.shape[0]:  # grow the column store geometrically
+            grown = np.empty((min(self.capacity, 2 * m), z.shape[0]))
+            grown[:m] = self.columns
+            self.columns = grown
         if self.kernel_penalty:  # P = K_II: the new column of P is z at the chosen points
             penalty_col, penalty_diag = np.ascontiguousarray(z[self.indices[:m]]), float(z[index])
         else:

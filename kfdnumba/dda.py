@@ -151,6 +151,53 @@ def _nearest_neighbour(A, B):
     return out
 
 
+@jit(min_work=_SERIAL_WORK)
+def _class_neighbours(Y, labels, n_neighbours):
+    """The ``n_neighbours`` nearest same-class rows of Y for every row (n × n_neighbours, -1 padded).
+
+    Ascending distance, the smaller index first on ties (as a stable sort); a
+    class with fewer than ``n_neighbours + 1`` members pads its rows with -1.
+    """
+    n, k = Y.shape
+    out = np.full((n, n_neighbours), -1, dtype=np.int64)
+    for i in numba.prange(n):
+        best = np.full(n_neighbours, np.inf)
+        arg = np.full(n_neighbours, -1, dtype=np.int64)
+        for j in range(n):
+            if j == i or labels[j] != labels[i]:
+                continue
+            s = 0.0
+            for a in range(k):
+                t = Y[i, a] - Y[j, a]
+                s += t * t
+            if s < best[n_neighbours - 1]:  # insert, keeping earlier indices first among equals
+                pos = n_neighbours - 1
+                while pos > 0 and best[pos - 1] > s:
+                    best[pos] = best[pos - 1]
+                    arg[pos] = arg[pos - 1]
+                    pos -= 1
+                best[pos] = s
+                arg[pos] = j
+        for a in range(n_neighbours):
+            out[i, a] = arg[a]
+    return out
+
+
+@jit(parallel=False)
+def _within_multiplicity(i, j, neighbours):
+    """How many of "j is a neighbour of i", "i is a neighbour of j" hold (1 when all pairs count)."""
+    n_neighbours = neighbours.shape[1]
+    if n_neighbours == 0:
+        return 1.0
+    count = 0.0
+    for a in range(n_neighbours):
+        if neighbours[i, a] == j:
+            count += 1.0
+        if neighbours[j, a] == i:
+            count += 1.0
+    return count
+
+
 @jit(parallel=False)
 def _pair_terms(d2, same, w, huber_c, floor, offset, log_offset):
     """(criterion term, quadratic weight q, linear weight g) of one pair at squared distance d2."""
@@ -183,13 +230,15 @@ def _pair_terms(d2, same, w, huber_c, floor, offset, log_offset):
 
 
 @jit(min_work=_SERIAL_WORK)
-def _pair_weights(Y, labels, within_weight, between_weight, huber_c, floor, offset, Wq, Wg, value_rows):
+def _pair_weights(Y, labels, within_weight, between_weight, huber_c, floor, offset, neighbours, Wq, Wg, value_rows):
     """Pair weights into symmetric n × n matrices, each unordered pair computed once.
 
     Rows r and n-1-r go to the same iteration (r + (n-1-r) = n-1 pairs: balanced
     threads); row i handles the pairs (i, j), j < i, and writes ``W[i, j]`` and
     ``W[j, i]``, so every slot has one writer. ``value_rows[i]`` is the criterion
-    of the pairs (i, j < i).
+    of the pairs (i, j < i). ``neighbours`` (n × k, or n × 0 for all pairs): a
+    within-class pair counts once for each of its ends that has the other
+    among its k neighbours (see :func:`_within_multiplicity`).
     """
     n, k = Y.shape
     log_offset = math.log(offset)
@@ -206,7 +255,7 @@ def _pair_weights(Y, labels, within_weight, between_weight, huber_c, floor, offs
             for j in range(i):
                 lj = labels[j]
                 if li == lj:
-                    w = within_weight[li]
+                    w = within_weight[li] * _within_multiplicity(i, j, neighbours)
                 else:
                     w = between_weight[li] + between_weight[lj]
                 q = 0.0
@@ -259,12 +308,15 @@ def _laplacian_products(Z, Y, Wq, Wg, LqZ, LgY):
 
 
 @jit(min_work=_SERIAL_WORK)
-def _majorize_pairs(Z, Y, labels, within_weight, between_weight, huber_c, floor, offset, LqZ, LgY, value_rows):
+def _majorize_pairs(
+    Z, Y, labels, within_weight, between_weight, huber_c, floor, offset, neighbours, LqZ, LgY, value_rows
+):
     """Criterion and majorizer pieces at the support point, one row of pairs per thread (no n × n memory).
 
     ``Y = Z T̄``. For every ordered pair (i, j), j ≠ i, with ``d = ||Y_i - Y_j||``:
 
-    * same class c (weight ``w = within_weight[c]``): criterion ``w log(Ψ(d) + ε)``,
+    * same class c (weight ``w = within_weight[c]``, times the multiplicity of the
+      pair in ``neighbours`` when it has columns): criterion ``w log(Ψ(d) + ε)``,
       quadratic weight ``q = w h / (2(Ψ(d) + ε))``;
     * different classes (``w = between_weight[c_i] + between_weight[c_j]``):
       criterion ``-w log(d + δ)``, quadratic weight ``q = w A``, linear weight
@@ -287,7 +339,10 @@ def _majorize_pairs(Z, Y, labels, within_weight, between_weight, huber_c, floor,
             if j == i:
                 continue
             lj = labels[j]
-            w = within_weight[li] if li == lj else between_weight[li] + between_weight[lj]
+            if li == lj:
+                w = within_weight[li] * _within_multiplicity(i, j, neighbours)
+            else:
+                w = between_weight[li] + between_weight[lj]
             if w == 0.0:
                 continue
             d2 = 0.0
@@ -300,14 +355,24 @@ def _majorize_pairs(Z, Y, labels, within_weight, between_weight, huber_c, floor,
         value_rows[i] = 0.5 * value
 
 
-def _majorize(Z, Y, labels, alpha, beta, huber_c, floor, offset, LqZ, LgY, rows, weights=None) -> float:
-    """F at T̄ (``Y = Z T̄``); fills ``L_q Z`` and ``L_g Y``. ``weights``: two n × n buffers, or None."""
+def _majorize(
+    Z, Y, labels, alpha, beta, huber_c, floor, offset, LqZ, LgY, rows, weights=None, neighbours=None
+) -> float:
+    """F at T̄ (``Y = Z T̄``); fills ``L_q Z`` and ``L_g Y``. ``weights``: two n × n buffers, or None.
+
+    ``neighbours``: n × k same-class neighbour indices restricting the within-class
+    pairs (``within_neighbours``), or None for every within-class pair (the paper).
+    """
     n, m = Z.shape
+    if neighbours is None:
+        neighbours = np.empty((n, 0), dtype=np.int64)
     work = float(n) * n * (m + 2 * Y.shape[1])
     if weights is None:
-        _majorize_pairs.run(work, Z, Y, labels, alpha, beta, huber_c, floor, offset, LqZ, LgY, rows)
+        _majorize_pairs.run(work, Z, Y, labels, alpha, beta, huber_c, floor, offset, neighbours, LqZ, LgY, rows)
     else:
-        _pair_weights.run(work, Y, labels, alpha, beta, huber_c, floor, offset, weights[0], weights[1], rows)
+        _pair_weights.run(
+            work, Y, labels, alpha, beta, huber_c, floor, offset, neighbours, weights[0], weights[1], rows
+        )
         _laplacian_products.run(work, Z, Y, weights[0], weights[1], LqZ, LgY)
     return float(rows.sum())
 
@@ -379,11 +444,19 @@ def sphere_minimizer(Q: np.ndarray, R: np.ndarray, radius: float, fallback: np.n
 
 
 # ----------------------------------------------------------------------- the estimators
-def _class_weights(encoded: np.ndarray, n_classes: int, class_terms: str) -> tuple[np.ndarray, np.ndarray]:
-    """α_c = 1/#pairs within class c, β_c = 1/#pairs between c and the rest (0 for absent terms)."""
+def _class_weights(
+    encoded: np.ndarray, n_classes: int, class_terms: str, n_neighbours: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """α_c = 1/#pairs within class c, β_c = 1/#pairs between c and the rest (0 for absent terms).
+
+    With ``n_neighbours = k > 0`` the within-class term of class c is the mean over
+    its (point, neighbour) pairs, ``α_c = 1/(n_c min(k, n_c - 1))`` per counted pair.
+    """
     counts = np.bincount(encoded, minlength=n_classes).astype(np.float64)
     n = counts.sum()
-    alpha = 2.0 / (counts * (counts - 1.0))
+    pairs = np.minimum(float(n_neighbours), counts - 1.0) if n_neighbours > 0 else 0.5 * (counts - 1.0)
+    alpha = np.zeros(n_classes)
+    alpha[counts >= 2] = 1.0 / (counts[counts >= 2] * pairs[counts >= 2])
     beta = 1.0 / (counts * (n - counts))
     if class_terms == "paper":  # eq. 8: classes 1 .. K-1 against the rest
         alpha[-1] = 0.0

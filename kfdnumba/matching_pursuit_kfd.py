@@ -657,7 +657,14 @@ class MatchingPursuitKFD(KernelClassifier):
         path = None
         if self.n_bases == "auto" or self.mu == "auto" or self.threshold == "auto":
             lambdas = default_lambdas(n) if self.mu == "auto" else np.array([float(self.mu)])
-            path = LooPath(y, lambdas, self._basis_cap(n), "kernel", self.patience)
+            cap = self._basis_cap(n)
+            g = lambdas.shape[0]
+            check_memory(
+                8.0 * (cap * n + 2 * g * n + g * (cap + 1) ** 2),
+                self.max_memory_gb,
+                f"MatchingPursuitKFD's leave-one-out path ({n} points, up to {cap} bases)",
+            )
+            path = LooPath(y, lambdas, cap, "kernel", self.patience)
         sel = select_bases(
             engine,
             self.kernel_,

@@ -430,8 +430,9 @@ class ReformativeKFD(KernelClassifier):
     def _fit_binary(self, X, y, rng, K=None):
         n = X.shape[0]
         cap = min(self.max_nodes, n)
+        loo_bytes = 8.0 * n * (cap + 14) + 56.0 * (cap + 1) ** 2  # the leave-one-out path (7 λ), at most
         check_memory(
-            8.0 * n * (2 * cap + 8) + 16.0 * cap * cap,
+            loo_bytes + 8.0 * n * (2 * cap + 8) + 16.0 * cap * cap,
             self.max_memory_gb,
             f"ReformativeKFD state for {n} points and max_nodes={self.max_nodes}",
         )

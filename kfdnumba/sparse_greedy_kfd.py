@@ -353,8 +353,10 @@ class SparseGreedyKFD(KernelClassifier):
         kdiag = kernel.diag(X)
 
         capacity = min(n, n_models * max_bases)  # distinct accepted columns, at most
+        g = lambdas.shape[0]  # the LOO paths, at most: columns, fits, hat diagonals, factors
+        loo_bytes = 8.0 * n_models * (max_bases * n + 2 * g * n + g * (max_bases + 1) ** 2) if use_loo else 0.0
         check_memory(
-            8.0 * (capacity * n + n_models * (max_bases + 1) ** 2 + 4 * n * self.n_candidates),
+            loo_bytes + 8.0 * (capacity * n + n_models * (max_bases + 1) ** 2 + 4 * n * self.n_candidates),
             self.max_memory_gb,
             f"SparseGreedyKFD with {n} training points, {n_models} model(s) and max_bases={max_bases}",
         )
