@@ -17,18 +17,46 @@ def huber(d, c):
     return 0.5 * d * d if d <= c else c * d - 0.5 * c * c
 
 
-def pair_weight(i, j, labels, alpha, beta):
-    """('within', α) or ('between', β_i + β_j) for the unordered pair (i, j)."""
+def naive_class_neighbours(Y, labels, k):
+    """The k nearest same-class rows of every row (stable sort: smaller index first on ties), -1 padded."""
+    n = Y.shape[0]
+    out = np.full((n, k), -1, dtype=np.int64)
+    D2 = ((Y[:, None, :] - Y[None, :, :]) ** 2).sum(axis=2)
+    for i in range(n):
+        same = [j for j in range(n) if j != i and labels[j] == labels[i]]
+        order = sorted(same, key=lambda j: (D2[i, j], j))[:k]
+        out[i, : len(order)] = order
+    return out
+
+
+def naive_class_weights(labels, n_classes, k=None):
+    """α_c (per counted within pair) and β_c, the paper's means (k None) or the k-neighbour means."""
+    counts = np.bincount(labels, minlength=n_classes).astype(float)
+    n = counts.sum()
+    if k is None:
+        alpha = 1.0 / (counts * (counts - 1) / 2)  # mean over the unordered pairs of the class
+    else:
+        alpha = 1.0 / (counts * np.minimum(k, counts - 1))  # mean over (point, neighbour) pairs
+    return alpha, 1.0 / (counts * (n - counts))
+
+
+def pair_weight(i, j, labels, alpha, beta, neighbours=None):
+    """('within', α times the pair's multiplicity) or ('between', β_i + β_j) for the unordered pair (i, j).
+
+    With ``neighbours`` a within-class pair counts once for "j among i's neighbours"
+    and once for "i among j's neighbours".
+    """
     if labels[i] == labels[j]:
-        return "within", alpha[labels[i]]
+        count = 1 if neighbours is None else int(j in neighbours[i]) + int(i in neighbours[j])
+        return "within", alpha[labels[i]] * count
     return "between", beta[labels[i]] + beta[labels[j]]
 
 
-def naive_criterion(Y, labels, alpha, beta, c, eps, offset):
+def naive_criterion(Y, labels, alpha, beta, c, eps, offset, neighbours=None):
     """F from the transformed points Y = X T."""
     total = 0.0
     for i, j in itertools.combinations(range(Y.shape[0]), 2):
-        kind, w = pair_weight(i, j, labels, alpha, beta)
+        kind, w = pair_weight(i, j, labels, alpha, beta, neighbours)
         d = np.linalg.norm(Y[i] - Y[j])
         if kind == "within":
             total += w * np.log(huber(d, c) + eps)
@@ -45,13 +73,13 @@ def between_curvature(dbar, offset):
     return float((np.log1p(u) - u / (1 + u)) / np.longdouble(dbar) ** 2)
 
 
-def naive_majorizer_matrices(Z, Tbar, labels, alpha, beta, c, eps, offset):
+def naive_majorizer_matrices(Z, Tbar, labels, alpha, beta, c, eps, offset, neighbours=None):
     """Q = Σ q_ij z zᵀ and C = Σ g_ij z zᵀ over unordered pairs, z = z_i - z_j."""
     m = Z.shape[1]
     Q = np.zeros((m, m))
     C = np.zeros((m, m))
     for i, j in itertools.combinations(range(Z.shape[0]), 2):
-        kind, w = pair_weight(i, j, labels, alpha, beta)
+        kind, w = pair_weight(i, j, labels, alpha, beta, neighbours)
         z = Z[i] - Z[j]
         dbar = np.linalg.norm(z @ Tbar)
         if kind == "within":
@@ -66,11 +94,11 @@ def naive_majorizer_matrices(Z, Tbar, labels, alpha, beta, c, eps, offset):
     return Q, C
 
 
-def naive_majorizer(Z, T, Tbar, labels, alpha, beta, c, eps, offset):
+def naive_majorizer(Z, T, Tbar, labels, alpha, beta, c, eps, offset, neighbours=None):
     """Sum over pairs of each pair's upper bound at T, built at the support point T̄."""
     total = 0.0
     for i, j in itertools.combinations(range(Z.shape[0]), 2):
-        kind, w = pair_weight(i, j, labels, alpha, beta)
+        kind, w = pair_weight(i, j, labels, alpha, beta, neighbours)
         z = Z[i] - Z[j]
         dbar = np.linalg.norm(z @ Tbar)
         d = np.linalg.norm(z @ T)

@@ -9,6 +9,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from naive_dda import (  # noqa: E402
     between_curvature,
     brute_force_sphere,
+    naive_class_neighbours,
+    naive_class_weights,
     naive_criterion,
     naive_majorizer,
     naive_majorizer_matrices,
@@ -100,7 +102,8 @@ def test_between_bound_is_the_sharp_quadratic_on_nonnegative_distances(dbar):
         Z = np.array([[0.0], [dbar]])
         LqZ, LgY, rows = np.empty((2, 1)), np.empty((2, 1)), np.empty(2)
         alpha, beta = np.zeros(2), np.array([0.5, 0.5])
-        dda._majorize_pairs(Z, Z.copy(), np.array([0, 1]), alpha, beta, 1.0, 1.0, offset, LqZ, LgY, rows)
+        no_neighbours = np.empty((2, 0), dtype=np.int64)  # every within pair (the paper)
+        dda._majorize_pairs(Z, Z.copy(), np.array([0, 1]), alpha, beta, 1.0, 1.0, offset, no_neighbours, LqZ, LgY, rows)
         assert (Z.T @ LqZ)[0, 0] / dbar**2 == pytest.approx(A, rel=1e-9)
     slope = -1 / (dbar + offset)
     x = np.concatenate([np.linspace(0, 3 * dbar + 1, 4001), np.geomspace(1e-9, 1e3, 500)])
@@ -207,7 +210,7 @@ def test_criterion_history_is_the_naive_f_of_every_step_and_never_rises(
     recorded = recording_sphere_minimizer(monkeypatch)
     rng = np.random.default_rng(5)
     X, y = blobs(rng, n_per_class, 6, shift=1.0)
-    model = DDA(floor=floor, early_stopping=False, max_iter=max_iter, n_components=6).fit(X, y)
+    model = DDA(floor=floor, early_stopping=False, max_iter=max_iter, n_components=6, relaxation=1.0).fit(X, y)
     h = model.criterion_history_
     assert model.stop_reason_ == expected_stop  # never "criterion_rose" with a fixed floor
     assert h.shape[0] == model.n_iter_ + 1
@@ -237,7 +240,7 @@ def test_a_rise_stops_the_fit_and_keeps_the_previous_t(monkeypatch):
     recorded = recording_sphere_minimizer(monkeypatch, replace=lambda call, T: np.eye(6) if call == 2 else T)
     rng = np.random.default_rng(5)
     X, y = blobs(rng, (25, 30), 6, shift=1.0)
-    model = DDA(floor=0.3, early_stopping=False, max_iter=25, n_components=6).fit(X, y)
+    model = DDA(floor=0.3, early_stopping=False, max_iter=25, n_components=6, relaxation=1.0).fit(X, y)
     assert model.stop_reason_ == "criterion_rose"
     assert model.n_iter_ == 2 and model.criterion_history_.shape == (3,)
     np.testing.assert_array_equal(model.T_, recorded[1])
@@ -260,14 +263,16 @@ def test_n_components_follows_singular_values():
     rng = np.random.default_rng(7)
     X, y = blobs(rng, (30, 30), 6, shift=3.0)
     for rank_tol in [1e-12, 0.05, 0.5]:
-        model = DDA(floor=0.3, early_stopping=False, max_iter=15, rank_tol=rank_tol).fit(X, y)
+        model = DDA(floor=0.3, early_stopping=False, max_iter=15, rank_tol=rank_tol, relaxation=1.0)
+        model.fit(X, y)
         s = model.singular_values_
         assert s.shape == (6,) and np.all(np.diff(s) <= 0)
         k = int(np.sum(s > rank_tol * s[0]))
         assert model.n_components_ == max(k, 1) == model.T_.shape[1]
         # T_ = U_k S_k: its Gram matrix has the kept squared singular values
         np.testing.assert_allclose(np.linalg.svd(model.T_, compute_uv=False), s[:k], rtol=1e-10)
-    assert DDA(floor=0.3, early_stopping=False, max_iter=15, rank_tol=1e-12).fit(X, y).n_components_ == 6
+    full = DDA(floor=0.3, early_stopping=False, max_iter=15, rank_tol=1e-12, relaxation=1.0).fit(X, y)
+    assert full.n_components_ == 6
     # one informative direction out of six: the collapse-prone criterion keeps few directions
     assert model.n_components_ < 6
 
@@ -284,7 +289,7 @@ def test_fixed_n_components_and_pca_start():
 def test_auto_floor_and_early_stopping_choose_from_inner_cv():
     rng = np.random.default_rng(9)
     X, y = blobs(rng, (20, 24), 4)
-    model = DDA(floor_grid=(0.3, 3.0), max_iter=6, random_state=0).fit(X, y)
+    model = DDA(floor="auto", relaxation=1.0, floor_grid=(0.3, 3.0), max_iter=6, random_state=0).fit(X, y)
     assert model.floor_ in (0.3, 3.0)
     assert set(model.cv_errors_) == {0.3, 3.0}
     assert all(v.shape == (7,) for v in model.cv_errors_.values())
@@ -293,11 +298,13 @@ def test_auto_floor_and_early_stopping_choose_from_inner_cv():
     assert model.n_iter_ <= model.cv_steps_
     # measured: the CV chose 4 of 6 steps and the final fit ran exactly those
     assert model.n_iter_ == model.cv_steps_ < 6 and model.stop_reason_ == "early_stopping"
-    no_es = DDA(floor_grid=(0.3, 3.0), max_iter=6, early_stopping=False, random_state=0).fit(X, y)
+    no_es = DDA(
+        floor="auto", relaxation=1.0, floor_grid=(0.3, 3.0), max_iter=6, early_stopping=False, random_state=0
+    ).fit(X, y)
     assert no_es.cv_steps_ == 6
     assert no_es.stop_reason_ == ("max_iter" if no_es.n_iter_ == 6 else "tol")
     assert no_es.cv_errors_[no_es.floor_][-1] == pytest.approx(min(v[-1] for v in no_es.cv_errors_.values()))
-    again = DDA(floor_grid=(0.3, 3.0), max_iter=6, random_state=0).fit(X, y)
+    again = DDA(floor="auto", relaxation=1.0, floor_grid=(0.3, 3.0), max_iter=6, random_state=0).fit(X, y)
     np.testing.assert_array_equal(model.T_, again.T_)
     fixed = DDA(floor=0.3, early_stopping=False, max_iter=3).fit(X, y)
     assert fixed.cv_errors_ is None and fixed.floor_ == 0.3
@@ -391,6 +398,11 @@ def test_sklearn_pipeline_and_clone():
         ({"max_iter": 0}, ValueError, "max_iter"),
         ({"tol": -1.0}, ValueError, "tol"),
         ({"n_jobs": 0}, ValueError, "n_jobs"),
+        ({"within_neighbours": 0}, ValueError, "within_neighbours"),
+        ({"within_neighbours": 2.5}, ValueError, "within_neighbours"),
+        ({"neighbour_update": "always"}, ValueError, "neighbour_update"),
+        ({"relaxation": 0.5}, ValueError, "relaxation"),
+        ({"relaxation": 2.5}, ValueError, "relaxation"),
     ],
 )
 def test_parameter_errors(params, error, match):
@@ -414,3 +426,139 @@ def test_data_errors():
     model = DDA(floor=1.0, early_stopping=False, max_iter=2).fit(X, y)
     with pytest.raises(ValueError, match="features"):
         model.transform(X[:, :2])
+
+
+# --------------------------------------------- beyond the paper: k-neighbour within term, relaxation
+def test_class_neighbours_match_naive_with_ties_and_small_classes():
+    rng = np.random.default_rng(20)
+    Y = np.round(rng.standard_normal((30, 2)), 1)  # rounded: many exactly equal distances
+    Y[5] = Y[3]  # a duplicate point
+    labels = np.array([0] * 14 + [1] * 13 + [2] * 3, dtype=np.int64)  # class 2: fewer than k + 1 members
+    for k in (1, 3, 5):
+        got = dda._class_neighbours(np.ascontiguousarray(Y), labels, k)
+        np.testing.assert_array_equal(got, naive_class_neighbours(Y, labels, k))
+    assert np.all(dda._class_neighbours(np.ascontiguousarray(Y), labels, 5)[27:, 2:] == -1)
+
+
+def test_class_weights_with_neighbours_match_naive():
+    labels = np.array([0] * 7 + [1] * 4 + [2] * 9)
+    for k in (None, 2, 5):
+        alpha, beta = _class_weights(labels, 3, "all", 0 if k is None else k)
+        alpha_n, beta_n = naive_class_weights(labels, 3, k)
+        np.testing.assert_allclose(alpha, alpha_n, rtol=1e-14)
+        np.testing.assert_allclose(beta, beta_n, rtol=1e-14)
+
+
+def neighbour_pieces(rng, n_per_class, d, k, n_neighbours, c=1.2):
+    X, y = blobs(rng, n_per_class, d)
+    Z = np.ascontiguousarray(X - X.mean(axis=0))
+    labels = y.astype(np.int64)
+    alpha, beta = _class_weights(y, len(n_per_class), "all", n_neighbours)
+    Tbar = rng.standard_normal((d, k))
+    neighbours = dda._class_neighbours(np.ascontiguousarray(Z @ Tbar), labels, n_neighbours)
+    return Z, labels, alpha, beta, Tbar, neighbours, (c, 0.05, 0.01)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("n_per_class, n_neighbours", [((9, 12), 3), ((6, 8, 4), 4), ((7, 5), 1)])
+def test_majorize_with_neighbours_matches_naive(n_per_class, n_neighbours, symmetric):
+    rng = np.random.default_rng(21)
+    Z, labels, alpha, beta, Tbar, nb, (c, eps, offset) = neighbour_pieces(rng, n_per_class, 4, 3, n_neighbours)
+    n, m = Z.shape
+    LqZ, LgY, rows = np.empty((n, m)), np.empty((n, 3)), np.empty(n)
+    weights = (np.empty((n, n)), np.empty((n, n))) if symmetric else None
+    value = dda._majorize(
+        Z, np.ascontiguousarray(Z @ Tbar), labels, alpha, beta, c, eps, offset, LqZ, LgY, rows, weights, nb
+    )
+    Qn, Cn = naive_majorizer_matrices(Z, Tbar, labels, alpha, beta, c, eps, offset, nb)
+    assert value == pytest.approx(naive_criterion(Z @ Tbar, labels, alpha, beta, c, eps, offset, nb), rel=1e-11)
+    np.testing.assert_allclose(Z.T @ LqZ, Qn, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(Z.T @ LgY, Cn @ Tbar, rtol=1e-9, atol=1e-12)
+    # all n_c - 1 neighbours: the paper's criterion itself
+    full = dda._class_neighbours(np.ascontiguousarray(Z @ Tbar), labels, max(n_per_class))
+    a_full, b_full = _class_weights(labels, len(n_per_class), "all", max(n_per_class))
+    a_paper, _ = _class_weights(labels, len(n_per_class), "all")
+    assert naive_criterion(Z @ Tbar, labels, a_full, b_full, c, eps, offset, full) == pytest.approx(
+        naive_criterion(Z @ Tbar, labels, a_paper, b_full, c, eps, offset), rel=1e-12
+    )
+
+
+def test_neighbour_majorizer_lies_above_fixed_and_updated_neighbour_criteria():
+    """At T̄ the majorizer built with N(T̄) touches; anywhere it lies above F with N(T̄) fixed and above
+    F with the neighbours of T itself (k nearest minimise the within sum: the "step" criterion)."""
+    rng = np.random.default_rng(22)
+    Z, labels, alpha, beta, Tbar, nb, (c, eps, offset) = neighbour_pieces(rng, (8, 10, 7), 4, 4, 3)
+    touch = naive_majorizer(Z, Tbar, Tbar, labels, alpha, beta, c, eps, offset, nb)
+    assert touch == pytest.approx(naive_criterion(Z @ Tbar, labels, alpha, beta, c, eps, offset, nb), rel=1e-10)
+    for trial in range(30):
+        T = Tbar + (0.05 * 2 ** (trial % 6)) * rng.standard_normal(Tbar.shape)
+        M = naive_majorizer(Z, T, Tbar, labels, alpha, beta, c, eps, offset, nb)
+        F_fixed = naive_criterion(Z @ T, labels, alpha, beta, c, eps, offset, nb)
+        F_step = naive_criterion(Z @ T, labels, alpha, beta, c, eps, offset, naive_class_neighbours(Z @ T, labels, 3))
+        assert F_step <= F_fixed + 1e-12 * max(1.0, abs(F_fixed))
+        assert M >= F_fixed - 1e-10 * max(1.0, abs(F_fixed))
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"within_neighbours": 3},
+        {"within_neighbours": 3, "neighbour_update": "step"},
+        {"relaxation": 1.9},
+        {"relaxation": 1.9, "within_neighbours": 4, "neighbour_update": "step"},
+    ],
+)
+def test_new_options_keep_the_criterion_monotone_and_match_the_naive_f(params):
+    rng = np.random.default_rng(5)
+    X, y = blobs(rng, (15, 20, 18), 6, shift=1.0)
+    model = DDA(floor=0.3, early_stopping=False, max_iter=25, tol=0.0, n_components=6, **params).fit(X, y)
+    h = model.criterion_history_
+    assert h.shape[0] == 26 and np.all(np.isfinite(h))
+    assert np.all(np.diff(h) <= 0) and h[-1] < h[0]
+    assert np.linalg.norm(model.T_) == pytest.approx(model.length_, rel=1e-8)
+    # F of the final T from the pair-by-pair twin (the neighbours: of the start, or of the final T)
+    k = params.get("within_neighbours")
+    Z = X - X.mean(axis=0)
+    labels = y.astype(np.int64)
+    nb = None
+    if k is not None:
+        where = model.T_ if params.get("neighbour_update") == "step" else np.eye(6) * model.length_ / np.sqrt(6)
+        nb = naive_class_neighbours(Z @ where, labels, k)
+    alpha, beta = naive_class_weights(labels, 3, k)
+    F = naive_criterion(Z @ model.T_, labels, alpha, beta, model.huber_c_, model.epsilon_, model.offset_, nb)
+    assert h[-1] == pytest.approx(F, rel=1e-10)
+    if "relaxation" in params:
+        assert 0 < model.n_relaxed_ <= 25
+
+
+def test_relaxation_fallback_to_the_plain_step_keeps_f_monotone(monkeypatch):
+    """A relaxed step that raises F is replaced by the plain IM step: force every relaxed step to be bad
+    (the support point negated) and check the fit equals the plain one."""
+    rng = np.random.default_rng(5)
+    X, y = blobs(rng, (15, 20), 4, shift=1.0)
+    plain = DDA(floor=0.3, early_stopping=False, max_iter=10, tol=0.0, n_components=4).fit(X, y)
+    calls = []
+    original = dda.sphere_minimizer
+
+    def record(Q, R, radius, fallback=None):
+        calls.append(fallback.copy())
+        return original(Q, R, radius, fallback=fallback)
+
+    monkeypatch.setattr(dda, "sphere_minimizer", record)
+    # relaxation 2 from T̄ to 2 T_IM - T̄: F may or may not rise; either way the history never rises
+    relaxed = DDA(floor=0.3, early_stopping=False, max_iter=10, tol=0.0, n_components=4, relaxation=2.0).fit(X, y)
+    assert np.all(np.diff(relaxed.criterion_history_) <= 0)
+    assert relaxed.criterion_history_[-1] <= plain.criterion_history_[-1] + 1e-12
+
+
+def test_default_fit_is_reproducible_with_random_state():
+    rng = np.random.default_rng(23)
+    X, y = blobs(rng, (20, 24, 18), 5)
+    a = DDAClassifier(random_state=3, max_iter=8).fit(X, y)
+    b = DDAClassifier(random_state=3, max_iter=8).fit(X, y)
+    np.testing.assert_array_equal(a.T_, b.T_)
+    assert a.cv_steps_ == b.cv_steps_
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    c = DDA(random_state=3, max_iter=8, within_neighbours=3, neighbour_update="step").fit(X, y)
+    d = DDA(random_state=3, max_iter=8, within_neighbours=3, neighbour_update="step").fit(X, y)
+    np.testing.assert_array_equal(c.T_, d.T_)

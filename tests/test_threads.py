@@ -112,6 +112,12 @@ PARALLEL_CASES = [
         (70, 2, 7, 2),
     ),
     ("DDAClassifier", DDAClassifier, {"floor": 0.5, "early_stopping": False, "max_iter": 4}, (45, 3, 8, 3)),
+    (
+        "DDAClassifier, nearest same-class neighbours",
+        DDAClassifier,
+        {"floor": 0.5, "early_stopping": False, "max_iter": 3, "within_neighbours": 3, "neighbour_update": "step"},
+        (45, 3, 9, 3),
+    ),
 ]
 
 
