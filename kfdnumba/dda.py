@@ -390,6 +390,37 @@ def _majorize(
 
 
 # ----------------------------------------------------------------- the sphere subproblem
+@jit(parallel=False)
+def _secular_root(w, gap, radius, hi):
+    """Root t of ``Σ_i w_i / (gap_i + t)² = radius²`` in (0, hi]: safeguarded Newton on ``1/||T(t)|| - 1/radius``.
+
+    ``length(0) ≥ radius ≥ length(hi)``; ``d(1/||T||)/dt = Σ w/(gap+t)³ / ||T||³``.
+    """
+    lo = 0.0
+    t = hi
+    for _ in range(200):
+        l2 = 0.0
+        l3 = 0.0
+        for i in range(w.shape[0]):
+            inv = 1.0 / (gap[i] + t)
+            l2 += w[i] * inv * inv
+            l3 += w[i] * inv * inv * inv
+        norm = math.sqrt(l2)
+        resid = 1.0 / norm - 1.0 / radius
+        if abs(norm - radius) <= 1e-13 * radius:
+            break
+        if resid < 0:
+            lo = t
+        else:
+            hi = t
+        deriv = l3 / (norm * l2)
+        step = t - resid / deriv if deriv > 0 else 0.5 * (lo + hi)
+        t = step if lo < step < hi else 0.5 * (lo + hi)
+        if hi - lo <= 1e-15 * max(hi, 1e-300):
+            break
+    return t
+
+
 def sphere_minimizer(Q: np.ndarray, R: np.ndarray, radius: float, fallback: np.ndarray | None = None) -> np.ndarray:
     """Minimise ``tr(Tᵀ Q T) - 2 tr(Tᵀ R)`` subject to ``||T||_F = radius`` (Q symmetric).
 
@@ -410,10 +441,6 @@ def sphere_minimizer(Q: np.ndarray, R: np.ndarray, radius: float, fallback: np.n
     bottom = gap <= 1e-10 * scale
     g_norm = math.sqrt(float(w.sum()))
     r2 = radius * radius
-
-    def length2(t):
-        return float(np.sum(w / (gap + t) ** 2))
-
     hard = bool(np.all(w[bottom] <= 1e-24 * max(float(w.max()), 1e-300)))
     if hard:
         rest = float(np.sum(w[~bottom] / gap[~bottom] ** 2)) if np.any(~bottom) else 0.0
@@ -431,24 +458,7 @@ def sphere_minimizer(Q: np.ndarray, R: np.ndarray, radius: float, fallback: np.n
                 direction[0] = 1.0
             Tt[0] = missing * direction / np.linalg.norm(direction)
             return V @ Tt
-    lo, hi = 0.0, g_norm / radius  # length(lo) ≥ radius ≥ length(hi)
-    t = hi
-    for _ in range(200):
-        l2 = length2(t)
-        norm = math.sqrt(l2)
-        resid = 1.0 / norm - 1.0 / radius
-        if abs(norm - radius) <= 1e-13 * radius:
-            break
-        if resid < 0:
-            lo = t
-        else:
-            hi = t
-        # d(1/||T||)/dt = Σ w/(gap+t)³ / ||T||³
-        deriv = float(np.sum(w / (gap + t) ** 3)) / (norm * l2)
-        step = t - resid / deriv if deriv > 0 else 0.5 * (lo + hi)
-        t = step if lo < step < hi else 0.5 * (lo + hi)
-        if hi - lo <= 1e-15 * max(hi, 1e-300):
-            break
+    t = _secular_root(w, gap, radius, g_norm / radius)
     with np.errstate(divide="ignore", invalid="ignore"):
         Tt = G / (gap + t)[:, None]
     Tt[~np.isfinite(Tt)] = 0.0
@@ -548,6 +558,11 @@ class DDA(BaseEstimator):
         recomputed at every support point. Both are majorized the same way and F
         never rises: the k nearest neighbours minimise the within sum, so F with
         the neighbours of T is at most F with those of T̄.
+    cv_patience : int or None, default 10
+        An inner-CV run (``early_stopping`` / ``floor="auto"``) stops once its
+        validation 1-NN error has not improved for this many steps (its later
+        steps count with its last error); None runs every inner run to
+        ``max_iter``. The final fit is not affected.
     relaxation : float in [1, 2], default 1.9
         Over-relaxed IM step ``T̄ + ω (T_IM - T̄)``, rescaled to the sphere (as
         in relaxed SMACOF). Safeguarded: when it would raise F, the plain IM
@@ -599,6 +614,7 @@ class DDA(BaseEstimator):
     within_neighbours: int | None = None
     neighbour_update: str = "start"
     relaxation: float = 1.9
+    cv_patience: int | None = 10
 
     _parameter_constraints: ClassVar[dict] = {
         "n_components": [Options((None,)), Interval("int", 1, None)],
@@ -614,6 +630,7 @@ class DDA(BaseEstimator):
         "within_neighbours": [Options((None,)), Interval("int", 1, None)],
         "neighbour_update": [Options(("start", "step"))],
         "relaxation": [Interval("real", 1, 2, "both")],
+        "cv_patience": [Options((None,)), Interval("int", 1, None)],
     }
 
     def _check_params(self) -> None:
@@ -789,13 +806,19 @@ class DDA(BaseEstimator):
             history.append(value)
             T_best = T
             if validation is not None:
-                T_val = self._output_map(T)[0]  # the map the fit would return after this step
+                T_val = self._validation_map(T)  # the map the fit would return after this step
                 nn = _nearest_neighbour.run(
                     float(Z_val.shape[0]) * n * T_val.shape[1],
                     np.ascontiguousarray(Z_val @ T_val),
                     np.ascontiguousarray(Z @ T_val),
                 )
                 val_errors.append(int(np.sum(encoded[nn] != validation[1])))
+                if (
+                    self.cv_patience is not None
+                    and len(val_errors) - 1 - int(np.argmin(val_errors)) >= self.cv_patience
+                ):
+                    stop_reason = "cv_patience"  # an inner-CV run whose validation error stopped improving
+                    break
             if it > 0:
                 self._log(f"step {it}: F = {value:.6g}")
             if len(history) > 1 and history[-2] - value <= self.tol * max(1.0, abs(value)):
@@ -835,6 +858,15 @@ class DDA(BaseEstimator):
             pad = self.max_iter + 1 - len(val_errors)
             result["validation_errors"] = np.asarray(val_errors + [val_errors[-1]] * pad, dtype=np.float64)
         return result
+
+    def _validation_map(self, T):
+        """A map with the distances of :meth:`_output_map` (T itself when no direction is dropped: no SVD)."""
+        if self.n_components is not None:
+            return T
+        S = np.linalg.svd(T, compute_uv=False)
+        if int(np.sum(S > self.rank_tol * S[0])) == S.shape[0]:
+            return T  # ||x U S|| = ||x U S Vᵀ|| = ||x T||
+        return self._output_map(T)[0]
 
     def _output_map(self, T):
         """(T_, singular values of T, n_components_): ``U_k S_k`` for n_components=None (section 4), else T."""

@@ -562,3 +562,37 @@ def test_default_fit_is_reproducible_with_random_state():
     c = DDA(random_state=3, max_iter=8, within_neighbours=3, neighbour_update="step").fit(X, y)
     d = DDA(random_state=3, max_iter=8, within_neighbours=3, neighbour_update="step").fit(X, y)
     np.testing.assert_array_equal(c.T_, d.T_)
+
+
+def test_cv_patience_stops_inner_runs_early_and_keeps_the_choice_valid(monkeypatch):
+    rng = np.random.default_rng(31)
+    X, y = blobs(rng, (20, 25, 15), 5)
+    calls = []
+    original = dda._majorize
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(dda, "_majorize", counting)
+    full = DDAClassifier(max_iter=12, cv_patience=None, random_state=0).fit(X, y)
+    n_full = len(calls)
+    calls.clear()
+    short = DDAClassifier(max_iter=12, cv_patience=1, random_state=0).fit(X, y)
+    assert len(calls) < n_full  # the inner runs stopped once their validation error stalled
+    assert 0 <= short.cv_steps_ <= 12 and 0 <= full.cv_steps_ <= 12
+    assert np.all(np.diff(short.criterion_history_) <= 0)
+
+
+def test_secular_root_matches_a_bisection():
+    rng = np.random.default_rng(32)
+    w = rng.uniform(0.1, 2.0, 6)
+    gap = np.sort(rng.uniform(0.0, 3.0, 6))
+    gap -= gap[0]
+    radius = 0.7
+    t = dda._secular_root(w, gap, radius, np.sqrt(w.sum()) / radius)
+    lo, hi = 0.0, np.sqrt(w.sum()) / radius
+    for _ in range(200):  # plain bisection on the decreasing length(t) - radius
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if np.sqrt(np.sum(w / (gap + mid) ** 2)) > radius else (lo, mid)
+    assert t == pytest.approx(0.5 * (lo + hi), rel=1e-10)
