@@ -860,7 +860,7 @@ class DDA(BaseEstimator):
         return result
 
     def _validation_map(self, T):
-        """A map with the distances of :meth:`_output_map` (T itself when no direction is dropped: no SVD)."""
+        """Return a map with the distances of :meth:`_output_map` (T itself when no direction is dropped: no SVD)."""
         if self.n_components is not None:
             return T
         S = np.linalg.svd(T, compute_uv=False)
