@@ -160,9 +160,13 @@ class LooPath:
         of the training points ``index`` given to :meth:`append`).
     patience : int
         Steps without improvement of the best PRESS after which :attr:`done` is True.
+    columns : ndarray or None
+        A store the caller keeps the appended columns in, as rows in the order
+        appended (the caller writes row m after ``append`` returns True); None:
+        the path keeps its own copy.
     """
 
-    def __init__(self, y: np.ndarray, lambdas, capacity: int, penalty: str = "l2", patience: int = 10):
+    def __init__(self, y: np.ndarray, lambdas, capacity: int, penalty: str = "l2", patience: int = 10, columns=None):
         self.y = np.ascontiguousarray(y, dtype=np.float64)
         n = self.y.shape[0]
         self.lambdas = np.asarray(lambdas, dtype=np.float64)
@@ -175,7 +179,8 @@ class LooPath:
         self.wy[:, 0] = self.y.sum() / np.sqrt(n)
         self.f = np.full((g, n), self.y.mean())
         self.h = np.full((g, n), 1.0 / n)
-        self.columns = np.empty((min(capacity, 16), n))  # the appended columns, one row each (grown)
+        self.own_columns = columns is None
+        self.columns = np.empty((min(capacity, 16), n)) if columns is None else columns  # one row each
         self.indices = np.empty(capacity, dtype=np.intp)
         self.alive = np.ones(g, dtype=np.bool_)  # λ whose factor could take every column so far
         self.kernel_penalty = penalty == "kernel"
@@ -208,7 +213,7 @@ class LooPath:
         z = np.ascontiguousarray(z, dtype=np.float64)
         if cross is None:
             cross = np.concatenate(([z.sum()], self.columns[:m] @ z))
-        if m == self.columns.shape[0]:  # grow the column store geometrically
+        if self.own_columns and m == self.columns.shape[0]:  # grow the column store geometrically
             grown = np.empty((min(self.capacity, 2 * m), z.shape[0]))
             grown[:m] = self.columns
             self.columns = grown
@@ -232,7 +237,8 @@ class LooPath:
         press = np.empty(g)
         _update_fits(z, ZV, gammas, self.alive, self.y, self.f, self.h, c_new, press)
         self.wy[:, m + 1] = c_new
-        self.columns[m] = z
+        if self.own_columns:
+            self.columns[m] = z
         self.indices[m] = index
         self.m = m + 1
         self.press.append(press)

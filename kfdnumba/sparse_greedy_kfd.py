@@ -346,7 +346,7 @@ class SparseGreedyKFD(KernelClassifier):
         use_loo = self.stop == "loo" or self.C == "auto" or self.threshold == "auto"
         lambdas = default_lambdas(n) if self.C == "auto" else np.array([C])
         loo_penalty = "kernel" if kernel_reg else "l2"
-        paths = [LooPath(t, lambdas, max_bases, loo_penalty, self.patience) for t in targets] if use_loo else None
+        paths = None  # created once the column store exists (one binary path shares it)
         positive = targets > 0  # (n_models, n)
         n_pos = positive.sum(axis=1).astype(np.float64)
         h = n_pos * (n - n_pos) / n  # ℓ₊ℓ₋/ℓ per class
@@ -354,7 +354,8 @@ class SparseGreedyKFD(KernelClassifier):
 
         capacity = min(n, n_models * max_bases)  # distinct accepted columns, at most
         g = lambdas.shape[0]  # the LOO paths, at most: columns, fits, hat diagonals, factors
-        loo_bytes = 8.0 * n_models * (max_bases * n + 2 * g * n + g * (max_bases + 1) ** 2) if use_loo else 0.0
+        own_columns = max_bases * n if n_models > 1 else 0  # a binary path reads the stored columns
+        loo_bytes = 8.0 * n_models * (own_columns + 2 * g * n + g * (max_bases + 1) ** 2) if use_loo else 0.0
         check_memory(
             loo_bytes + 8.0 * (capacity * n + n_models * (max_bases + 1) ** 2 + 4 * n * self.n_candidates),
             self.max_memory_gb,
@@ -387,6 +388,9 @@ class SparseGreedyKFD(KernelClassifier):
         rows[0] = 1.0
         rows[1:n_fixed] = positive
         stored = rows[n_fixed:]
+        if use_loo:  # a binary model's accepted columns are stored[:m] in order: its path reads them there
+            shared = stored if n_models == 1 else None
+            paths = [LooPath(t, lambdas, max_bases, loo_penalty, self.patience, shared) for t in targets]
         slot_of = np.full(n, -1, dtype=np.int64)
         n_stored = 0
         n_columns = 0
