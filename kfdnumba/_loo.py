@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._base import KernelExpansion, pooled_cut
+from ._base import KernelExpansion, choose_threshold, pooled_cut
 from ._jit import jit
 from ._linalg import back_substitution, forward_substitution
 
@@ -287,7 +287,8 @@ def loo_expansion(
 
     ``threshold``: ``"auto"`` (``pooled_cut`` on the leave-one-out outputs,
     the midpoint if it does not exist), ``"midpoint"`` (of the training class
-    means), or a callable ``(train_output, positive) -> cut``.
+    means), ``"bayes"`` (separate-variance Bayes cut of the training outputs),
+    or a callable ``(train_output, positive) -> cut``.
     """
     f = choice.train_output
     m_pos, m_neg = float(f[positive].mean()), float(f[~positive].mean())
@@ -298,8 +299,8 @@ def loo_expansion(
     if threshold == "auto":
         cut = pooled_cut(choice.loo_output, positive)
         cut = midpoint if cut is None else cut
-    elif threshold == "midpoint":
-        cut = midpoint
+    elif threshold in ("midpoint", "bayes"):  # of the training outputs (kfdnumba._base.choose_threshold)
+        cut = choose_threshold(threshold, midpoint, f, positive)
     else:
         cut = threshold(f, positive)
     info = dict(info)

@@ -688,16 +688,13 @@ class MatchingPursuitKFD(KernelClassifier):
             choice = path.choice(final=self.n_bases != "auto")
             chosen = sel.bases[: choice.size]
             self._log(f"leave-one-out: {choice.size} of {sel.bases.shape[0]} bases, mu = {choice.lam:.3g}")
-            cut = self.threshold
-            if cut == "bayes":
-                cut = lambda f, pos: choose_threshold("bayes", 0.5 * (f[pos].mean() + f[~pos].mean()), f, pos)  # noqa: E731
             info = {
                 "bases": chosen,
                 "n_bases": int(choice.size),
                 "n_rejected": sel.n_rejected,
                 "n_rounds": sel.n_rounds,
             }
-            expansion = loo_expansion(choice, chosen, y > 0, cut, info)
+            expansion = loo_expansion(choice, chosen, y > 0, self.threshold, info)
             expansion.info["alpha"] = expansion.coef
             return expansion
         alpha, intercept, output, w = fisher_on_nystroem(sel.L, sel.C, y, self.mu)

@@ -401,10 +401,8 @@ class ReformativeKFD(KernelClassifier):
         choice = path.choice(final=self.stop != "loo")
         chosen = nodes[: choice.size]
         self._log(f"leave-one-out: {choice.size} of {nodes.shape[0]} nodes, mu = {choice.lam:.3g}")
-        cut = self.threshold
-        if cut == "bayes":
-            cut = lambda f, pos: choose_threshold("bayes", 0.5 * (f[pos].mean() + f[~pos].mean()), f, pos)  # noqa: E731
-        expansion = loo_expansion(choice, chosen, positive, cut, {"nodes": chosen, "j_history": j_history})
+        info = {"nodes": chosen, "j_history": j_history}
+        expansion = loo_expansion(choice, chosen, positive, self.threshold, info)
         centres = np.array([expansion.train_output[~positive].mean(), expansion.train_output[positive].mean()])
         expansion.info.update(node_points=X[chosen].copy(), alpha=expansion.coef, class_centres=centres)
         return expansion

@@ -209,3 +209,15 @@ def test_lq_kfd_generalised_ridge_loo_equals_brute_force_refits():
     np.testing.assert_allclose(loo, brute, rtol=1e-7, atol=1e-8)
     np.testing.assert_allclose(press, np.mean((yhat - brute) ** 2), rtol=1e-7)
     assert model.rho_path_.shape == (9, 3)
+
+
+@pytest.mark.parametrize("cls", [ReformativeKFD, MatchingPursuitKFD], ids=lambda c: c.__name__)
+def test_leave_one_out_model_with_each_cut(cls):
+    X, y = arcs(150, seed=9, minority=0.25)
+    cuts = {}
+    for kind in ("auto", "midpoint", "bayes"):
+        model = cls(sigma=0.6, threshold=kind, random_state=0).fit(X, y)
+        np.testing.assert_array_equal(model.classes_[np.argmax(model.predict_proba(X), axis=1)], model.predict(X))
+        cuts[kind] = model.intercept_[0]
+        assert model.loo_size_ == model.n_retained_
+    assert len({round(float(c), 12) for c in cuts.values()}) == 3  # three different cuts of one model
