@@ -34,6 +34,7 @@ import dataclasses
 import importlib
 import numbers
 import sys
+import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -61,6 +62,7 @@ __all__ = [
     "check_memory",
     "bayes_threshold",
     "choose_threshold",
+    "Progress",
     "pooled_cut",
     "THRESHOLD_OPTIONS",
 ]
@@ -375,6 +377,37 @@ def choose_threshold(kind: str, midpoint: float, output: np.ndarray, positive: n
     return midpoint if cut is None else cut
 
 
+# ---------------------------------------------------------------------- progress
+class Progress:
+    """Report a long loop's rate and ETA at ``verbose=1``: at most every ``every`` s, after ``after`` s.
+
+    A fit that ends within ``after`` seconds prints nothing; the ETA is to
+    ``total`` (for a greedy path a cap it may stop before: "at most").
+    """
+
+    def __init__(self, log, total: int, unit: str, every: float = 2.0, after: float = 2.0):
+        self.log = log
+        self.total = max(int(total), 1)
+        self.unit = unit
+        self.every = every
+        self.start = time.perf_counter()
+        self.last = self.start + after - every
+
+    def update(self, done: int) -> None:
+        if self.log is None:
+            return
+        now = time.perf_counter()
+        if now - self.last < self.every or done <= 0:
+            return
+        self.last = now
+        rate = done / max(now - self.start, 1e-12)
+        eta = max(self.total - done, 0) / rate
+        self.log(
+            f"{done}/{self.total} {self.unit} in {now - self.start:.1f} s ({rate:.3g} {self.unit}/s), "
+            f"at most {eta:.1f} s to go"
+        )
+
+
 # --------------------------------------------------------------------- the estimator
 @dataclass(kw_only=True, eq=False)
 class BaseEstimator:
@@ -446,6 +479,10 @@ class BaseEstimator:
     def _log(self, message: str) -> None:
         if self.verbose:
             print(f"[{type(self).__name__}] {message}", file=sys.stdout, flush=True)
+
+    def _progress(self, total: int, unit: str) -> Progress:
+        """Return a rate / ETA reporter for a loop of at most ``total`` ``unit`` (silent unless ``verbose``)."""
+        return Progress(self._log if self.verbose else None, total, unit)
 
     #: Attribute that exists once the estimator is fitted.
     _fitted_attribute: ClassVar[str] = "n_features_in_"

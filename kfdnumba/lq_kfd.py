@@ -462,6 +462,7 @@ class LqKFD(KernelClassifier):
             return j_trial, trial_outputs
 
         j_history, active_history, elapsed_history = [], [], []
+        progress = self._progress(self.max_iter, "iterations")
         start = time.perf_counter()
         j_old = np.inf
         for iteration in range(1, self.max_iter + 1):
@@ -491,6 +492,7 @@ class LqKFD(KernelClassifier):
             j_history.append(j_new)
             elapsed_history.append(time.perf_counter() - start)
             self._log(f"iteration {iteration}: J = {j_new:.10g}, active set {active.shape[0]}")
+            progress.update(iteration)
             if abs(j_old - j_new) < self.tol * abs(j_old):
                 break
             j_old = j_new

@@ -394,6 +394,7 @@ def select_bases(
     record: bool = False,
     log=None,
     path=None,
+    progress=None,
 ) -> _Selection:
     """Greedy MPKFDA selection (Algorithm 1) on a deflated-kernel engine.
 
@@ -477,6 +478,8 @@ def select_bases(
             if record:
                 vectors.append(engine.to_ell(x))
         engine.deflate(xs, deflation)
+        if progress is not None:
+            progress.update(len(bases))
         if log is not None and (len(bases) % 10 == 0 or len(bases) == k):
             log(f"round {n_rounds}: {len(bases)} bases")
     m = len(bases)
@@ -677,6 +680,7 @@ class MatchingPursuitKFD(KernelClassifier):
             rng,
             log=self._log if self.verbose else None,
             path=path if self.n_bases == "auto" else None,
+            progress=self._progress(self._basis_cap(n), "bases"),
         )
         del engine
         if sel.bases.shape[0] == 0:

@@ -244,7 +244,7 @@ class _WithinScatter:
 
 
 # ------------------------------------------------------------------------- greedy
-def _select_nodes(scatter: _WithinScatter, mu: float, tol: float, max_nodes: int, log, path=None):
+def _select_nodes(scatter: _WithinScatter, mu: float, tol: float, max_nodes: int, log, path=None, progress=None):
     """Greedy forward selection of eqs. (13)-(20); returns nodes, α, J history and d.
 
     With a leave-one-out ``path`` (``kfdnumba._loo.LooPath``) every accepted
@@ -294,6 +294,8 @@ def _select_nodes(scatter: _WithinScatter, mu: float, tol: float, max_nodes: int
         selected[p] = True
         if log is not None:
             log(f"node {m + 1}: index {p}, J = {J:.6g}, gain = {gain:.3g}")
+        if progress is not None:
+            progress.update(m + 1)
         if m + 1 == cap:
             break
         if path is not None and path.done:
@@ -446,7 +448,7 @@ class ReformativeKFD(KernelClassifier):
             path = LooPath(y, lambdas, cap, "l2", self.patience)
         tol = 0.0 if self.stop == "loo" else self.tol
         nodes, alpha, j_history, d = _select_nodes(
-            scatter, mu, tol, self.max_nodes, self._log if self.verbose else None, path
+            scatter, mu, tol, self.max_nodes, self._log if self.verbose else None, path, self._progress(cap, "nodes")
         )
         if nodes.shape[0] == 0 or not j_history[-1] > 0:
             raise ValueError(

@@ -395,6 +395,7 @@ class SparseGreedyKFD(KernelClassifier):
         n_stored = 0
         n_columns = 0
         step = 0
+        progress = self._progress(max_bases, "bases")
         while active.any():
             step += 1
             pool = np.flatnonzero(usable[active].any(axis=0))
@@ -531,6 +532,7 @@ class SparseGreedyKFD(KernelClassifier):
                             active[c] = False
                     elif self.selection == "objective" and _stop_now(improvement[c], self.window, self.tol):
                         active[c] = False
+            progress.update(int(n_bases.max()))
             if self.verbose and (step % 50 == 0 or not active.any()):
                 self._log(f"step {step}: bases per class {n_bases.tolist()}, objective {[o[-1] for o in objective]}")
 

@@ -8,7 +8,7 @@ import pytest
 from conftest import all_estimators, two_blobs
 from naive import bayes_threshold as naive_bayes_threshold
 
-from kfdnumba import KFD, NotFittedError
+from kfdnumba import KFD, LqKFD, MatchingPursuitKFD, NotFittedError, ReformativeKFD, SparseGreedyKFD
 from kfdnumba._base import bayes_threshold, check_array, check_labels, numba_threads, resolve_n_jobs
 
 ESTIMATORS = all_estimators()
@@ -346,3 +346,25 @@ def test_bayes_threshold_equal_classes_is_the_midpoint_and_fallbacks():
     assert bayes_threshold(out, positive) == pytest.approx(0.5)
     assert bayes_threshold(out, ~positive) is None  # class means in the wrong order
     assert bayes_threshold(np.ones(6), positive) is None  # no spread
+
+
+def test_progress_line_reports_rate_and_eta_for_long_fits(monkeypatch, capsys):
+    from kfdnumba import _base
+
+    clock = iter(np.arange(0.0, 10_000.0, 0.75))  # every perf_counter call: 0.75 s later
+    monkeypatch.setattr(_base.time, "perf_counter", lambda: float(next(clock)))
+    X, y = two_blobs(120, seed=5)
+    for cls in (SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD, LqKFD):
+        cls(sigma=1.0, verbose=1, random_state=0).fit(X, y)
+        out = capsys.readouterr().out
+        lines = [row for row in out.splitlines() if "to go" in row]
+        assert lines, (cls.__name__, out[-500:])
+        assert "/s)" in lines[0] and "at most" in lines[0]
+    progress = _base.Progress(None, 10, "steps")  # not verbose: silent, no clock read
+    progress.update(5)
+
+
+def test_short_fits_print_no_progress_line(capsys):
+    X, y = two_blobs(60, seed=6)
+    SparseGreedyKFD(sigma=1.0, verbose=1, random_state=0).fit(X, y)
+    assert "to go" not in capsys.readouterr().out
