@@ -340,6 +340,17 @@ def _merge_identical_points(X: np.ndarray, support: np.ndarray, coef: np.ndarray
     return support[first[order]], merged
 
 
+def pooled_class_stats(output: np.ndarray, positive: np.ndarray) -> tuple[float, float, float]:
+    """Return ``(m₋, m₊, v)``: the class means of 1-D outputs and their pooled variance (ℓ - 2 degrees of freedom).
+
+    Both classes must be present.
+    """
+    f_pos, f_neg = output[positive], output[~positive]
+    m_pos, m_neg = float(f_pos.mean()), float(f_neg.mean())
+    squares = float(np.sum((f_pos - m_pos) ** 2)) + float(np.sum((f_neg - m_neg) ** 2))
+    return m_neg, m_pos, squares / max(output.shape[0] - 2, 1)
+
+
 def pooled_cut(output: np.ndarray, positive: np.ndarray) -> float | None:
     """Cut on 1-D outputs where prior-weighted Gaussian class-conditionals with a pooled variance cross.
 
@@ -347,14 +358,13 @@ def pooled_cut(output: np.ndarray, positive: np.ndarray) -> float | None:
     probability model of :class:`KernelClassifier`); None when the class means
     are not separated (``m₊ ≤ m₋``) or the variance is zero.
     """
-    f_pos, f_neg = output[positive], output[~positive]
-    if f_pos.shape[0] < 1 or f_neg.shape[0] < 1:
+    n_pos = int(np.count_nonzero(positive))
+    if n_pos == 0 or n_pos == output.shape[0]:
         return None
-    m_pos, m_neg = float(f_pos.mean()), float(f_neg.mean())
-    pooled = (float(np.sum((f_pos - m_pos) ** 2)) + float(np.sum((f_neg - m_neg) ** 2))) / max(output.shape[0] - 2, 1)
+    m_neg, m_pos, pooled = pooled_class_stats(output, positive)
     if not (m_pos > m_neg and pooled > 0):
         return None
-    return 0.5 * (m_pos + m_neg) - pooled * np.log(f_pos.shape[0] / f_neg.shape[0]) / (m_pos - m_neg)
+    return 0.5 * (m_pos + m_neg) - pooled * np.log(n_pos / (output.shape[0] - n_pos)) / (m_pos - m_neg)
 
 
 #: The ``threshold`` option of the methods that offer prior-aware cuts beside their paper's midpoint.
@@ -639,15 +649,14 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
                 out = np.asarray(e.train_output, dtype=np.float64) - e.threshold
             else:
                 out = self.kernel_.expansion(X, self.support_vectors_, coef[:, c]) + intercept[c]
-            squares = 0.0
             for k, label in enumerate((-1.0, 1.0)):
                 values = out[y == label]
                 means[c, k] = values.mean()
                 variances[c, k] = values.var(ddof=1) if values.shape[0] > 1 else 0.0
                 priors[c, k] = values.shape[0] / y.shape[0]
-                squares += float(np.sum((values - means[c, k]) ** 2))
+            _, _, pooled = pooled_class_stats(out, y > 0)
             scale = max(float(np.abs(means[c]).max()), 1e-12)
-            pooled = max(squares / max(y.shape[0] - 2, 1), (1e-6 * scale) ** 2)
+            pooled = max(pooled, (1e-6 * scale) ** 2)
             slope[c] = max(means[c, 1] - means[c, 0], 0.0) / pooled
         self.output_means_ = means
         self.output_vars_ = variances

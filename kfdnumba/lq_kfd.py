@@ -228,7 +228,7 @@ def _monotone_prune(active, omega, prune_tol, penalize_bias, j_new, objective):
     return best
 
 
-def _generalised_ridge_loo(gram, yhat, active, omega, rho_l, est):
+def _generalised_ridge_loo(gram, yhat, active, omega, rho_l, q, penalize_bias):
     """Mean squared leave-one-out residual of a converged kFDA_q fit, and the leave-one-out outputs.
 
     At a fixed point of eq. (8) ``ω_A = (G_AA + D)⁻¹ g_A`` with
@@ -237,11 +237,10 @@ def _generalised_ridge_loo(gram, yhat, active, omega, rho_l, est):
     ``K̃_A (G_AA + D)⁻¹ K̃_Aᵀ`` gives the closed-form leave-one-out residuals
     ``e_i / (1 - h_ii)`` (the weights D held fixed). O(ℓm² + m³).
     """
-    q = float(est.q)
-    K = gram.K
-    cols = np.column_stack([np.ones(K.shape[0]) if j == 0 else K[:, j - 1] for j in active]) if active.size else None
+    cols = gram.K[:, np.maximum(active - 1, 0)]  # K̃_A: column j of K̃ is K[:, j - 1], column 0 the ones
+    cols[:, active == 0] = 1.0
     weights = np.abs(omega) ** (q - 2.0) * rho_l * q
-    if not est.penalize_bias:
+    if not penalize_bias:
         weights[active == 0] = 0.0
     system = cols.T @ cols
     system[np.diag_indices_from(system)] += weights
@@ -404,7 +403,9 @@ class LqKFD(KernelClassifier):
             for rho in AUTO_RHOS:
                 run = self._majorize_minimize(gram, yhat, g, float(rho), *state)
                 state = (run["active"], run["omega"])
-                press, run["loo"] = _generalised_ridge_loo(gram, yhat, run["active"], run["omega"], rho * n, self)
+                press, run["loo"] = _generalised_ridge_loo(
+                    gram, yhat, run["active"], run["omega"], rho * n, float(self.q), bool(self.penalize_bias)
+                )
                 rho_path.append((rho, press, int(np.count_nonzero(run["active"]))))
                 runs.append(run)
                 self._log(f"rho = {rho:.3g}: {rho_path[-1][2]} retained, mean squared LOO residual {press:.4g}")

@@ -198,7 +198,7 @@ def test_lq_kfd_generalised_ridge_loo_equals_brute_force_refits():
     active = np.concatenate([[0], model.support_ + 1]) if model.bias_ != 0 else model.support_ + 1
     omega = np.concatenate([[model.bias_], model.alpha_]) if model.bias_ != 0 else model.alpha_
     rho = model.loo_rho_
-    press, loo = _generalised_ridge_loo(gram, yhat, active, omega, rho * n, model)
+    press, loo = _generalised_ridge_loo(gram, yhat, active, omega, rho * n, model.q, model.penalize_bias)
     cols = np.column_stack([np.ones(n) if j == 0 else K[:, j - 1] for j in active])
     D = np.diag(np.abs(omega) ** (0.5 - 2.0) * rho * n * 0.5)  # ρℓq |ω|^(q-2), weights held fixed
     brute = np.empty(n)
