@@ -287,7 +287,9 @@ class SparseGreedyKFD(KernelClassifier):
     objective_path_ : ndarray or list of ndarray
         Objective (5) (= dual (7)) after each accepted basis.
     multipliers_ : ndarray (2,) or list
-        λ₊, λ₋ of eq. (9) at the final solution.
+        λ₊, λ₋ of eq. (9) at the final solution (the paper's solution: only
+        without the leave-one-out path, i.e. ``stop="paper"``, a number for
+        ``C`` and ``threshold`` other than "auto").
     infeasibility_path_ : ndarray or list
         Largest candidate violation of (8a) per step (``selection="infeasibility"``).
     n_kernel_columns_ : int
@@ -634,15 +636,17 @@ class SparseGreedyKFD(KernelClassifier):
         q,
         path,
     ):
-        alpha, b, f, lam_pos, lam_neg = self._coefficients(c, stored, factors, pos_const, n_bases, slots, positive, q)
         m = int(n_bases[c])
         info = {
             "objective_path": np.asarray(objective),
-            "multipliers": np.array([lam_pos, lam_neg]),
             "infeasibility_path": np.asarray(infeasibility),
             "n_kernel_columns": n_columns,
         }
-        if path is None:  # the paper's solution and cut
+        if path is None:  # the paper's solution (eqs. 8-9) and cut
+            alpha, b, f, lam_pos, lam_neg = self._coefficients(
+                c, stored, factors, pos_const, n_bases, slots, positive, q
+            )
+            info["multipliers"] = np.array([lam_pos, lam_neg])
             thresh = 0.0
             if self.threshold == "optimized":
                 thresh = optimized_threshold(f, np.where(positive, 1.0, -1.0))
