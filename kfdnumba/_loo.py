@@ -51,7 +51,7 @@ from ._base import KernelExpansion, choose_threshold, pooled_cut
 from ._jit import jit
 from ._linalg import back_substitution, forward_substitution
 
-__all__ = ["LooPath", "LooChoice", "loo_expansion", "default_lambdas", "IMPROVE_RTOL"]
+__all__ = ["LooPath", "LooChoice", "loo_expansion", "default_lambdas", "path_lambdas", "path_bytes", "IMPROVE_RTOL"]
 
 #: A prefix counts as better than the best so far when its PRESS is lower by this fraction.
 IMPROVE_RTOL = 1e-3
@@ -64,6 +64,16 @@ _HAT_MARGIN = 1e-10
 def default_lambdas(n: int) -> np.ndarray:
     """Return the λ grid carried along a path: ℓ × 10⁻⁸ … 10⁰, 7 values (kernel columns have squared norms ≤ ℓ)."""
     return float(n) * np.logspace(-8.0, 0.0, 7)
+
+
+def path_lambdas(n: int, regulariser) -> np.ndarray:
+    """Return a path's λ grid: :func:`default_lambdas` for ``"auto"``, else the one value given."""
+    return default_lambdas(n) if regulariser == "auto" else np.array([float(regulariser)])
+
+
+def path_bytes(n: int, capacity: int, n_lambdas: int, own_columns: bool = True) -> float:
+    """Return the most memory a :class:`LooPath` takes: columns (unless the caller's), fits, hat diagonals, factors."""
+    return 8.0 * ((capacity * n if own_columns else 0) + 2 * n_lambdas * n + n_lambdas * (capacity + 1) ** 2)
 
 
 @jit(parallel=False)

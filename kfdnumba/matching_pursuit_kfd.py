@@ -93,7 +93,7 @@ from ._base import (
 from ._jit import jit
 from ._kernels import row_class_means, row_class_scatter
 from ._linalg import cholesky_append
-from ._loo import LooPath, default_lambdas, loo_expansion
+from ._loo import LooPath, loo_expansion, path_bytes, path_lambdas
 
 __all__ = ["MatchingPursuitKFD", "CRITERIA", "DEFLATIONS"]
 
@@ -659,11 +659,10 @@ class MatchingPursuitKFD(KernelClassifier):
         engine = self._make_engine(X, y, rng, K)
         path = None
         if self.n_bases == "auto" or self.mu == "auto" or self.threshold == "auto":
-            lambdas = default_lambdas(n) if self.mu == "auto" else np.array([float(self.mu)])
+            lambdas = path_lambdas(n, self.mu)
             cap = self._basis_cap(n)
-            g = lambdas.shape[0]
             check_memory(
-                8.0 * (cap * n + 2 * g * n + g * (cap + 1) ** 2),
+                path_bytes(n, cap, lambdas.shape[0]),
                 self.max_memory_gb,
                 f"MatchingPursuitKFD's leave-one-out path ({n} points, up to {cap} bases)",
             )

@@ -82,7 +82,7 @@ from ._base import (
 from ._jit import jit
 from ._kernels import row_class_means, row_class_scatter
 from ._linalg import back_substitution, cholesky_append
-from ._loo import LooPath, default_lambdas, loo_expansion
+from ._loo import LooPath, loo_expansion, path_bytes, path_lambdas
 
 __all__ = ["ReformativeKFD"]
 
@@ -430,9 +430,11 @@ class ReformativeKFD(KernelClassifier):
     def _fit_binary(self, X, y, rng, K=None):
         n = X.shape[0]
         cap = min(self.max_nodes, n)
-        loo_bytes = 8.0 * n * (cap + 14) + 56.0 * (cap + 1) ** 2  # the leave-one-out path (7 λ), at most
+        mu = AUTO_SELECTION_MU_RELATIVE * n if self.mu == "auto" else float(self.mu)
+        use_loo = self.stop == "loo" or self.mu == "auto" or self.threshold == "auto"
+        lambdas = path_lambdas(n, self.mu)
         check_memory(
-            loo_bytes + 8.0 * n * (2 * cap + 8) + 16.0 * cap * cap,
+            (path_bytes(n, cap, lambdas.shape[0]) if use_loo else 0.0) + 8.0 * n * (2 * cap + 8) + 16.0 * cap * cap,
             self.max_memory_gb,
             f"ReformativeKFD state for {n} points and max_nodes={self.max_nodes}",
         )
@@ -440,12 +442,7 @@ class ReformativeKFD(KernelClassifier):
         dense = self._use_dense(n)
         self._log(f"within-class rows: {'dense Gram matrix' if dense else 'kernel blocks'} ({n} points)")
         scatter = _WithinScatter(self.kernel_, X, positive, dense, K)
-        mu = AUTO_SELECTION_MU_RELATIVE * n if self.mu == "auto" else float(self.mu)
-        use_loo = self.stop == "loo" or self.mu == "auto" or self.threshold == "auto"
-        path = None
-        if use_loo:
-            lambdas = default_lambdas(n) if self.mu == "auto" else np.array([mu])
-            path = LooPath(y, lambdas, cap, "l2", self.patience)
+        path = LooPath(y, lambdas, cap, "l2", self.patience) if use_loo else None
         tol = 0.0 if self.stop == "loo" else self.tol
         nodes, alpha, j_history, d = _select_nodes(
             scatter, mu, tol, self.max_nodes, self._log if self.verbose else None, path, self._progress(cap, "nodes")

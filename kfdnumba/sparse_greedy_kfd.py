@@ -85,7 +85,7 @@ import numpy as np
 from ._base import Interval, KernelClassifier, KernelExpansion, Options, check_memory, register
 from ._jit import jit
 from ._linalg import cholesky_append, cholesky_solve, forward_substitution
-from ._loo import LooPath, default_lambdas, loo_expansion
+from ._loo import LooPath, loo_expansion, path_bytes, path_lambdas
 from ._threads import blas_section
 
 __all__ = ["SparseGreedyKFD"]
@@ -346,7 +346,7 @@ class SparseGreedyKFD(KernelClassifier):
         max_bases = min(self.max_bases, n)
         # The leave-one-out path of each class (kfdnumba._loo): size, regulariser and cut from the data.
         use_loo = self.stop == "loo" or self.C == "auto" or self.threshold == "auto"
-        lambdas = default_lambdas(n) if self.C == "auto" else np.array([C])
+        lambdas = path_lambdas(n, self.C)
         loo_penalty = "kernel" if kernel_reg else "l2"
         paths = None  # created once the column store exists (one binary path shares it)
         positive = targets > 0  # (n_models, n)
@@ -355,9 +355,8 @@ class SparseGreedyKFD(KernelClassifier):
         kdiag = kernel.diag(X)
 
         capacity = min(n, n_models * max_bases)  # distinct accepted columns, at most
-        g = lambdas.shape[0]  # the LOO paths, at most: columns, fits, hat diagonals, factors
-        own_columns = max_bases * n if n_models > 1 else 0  # a binary path reads the stored columns
-        loo_bytes = 8.0 * n_models * (own_columns + 2 * g * n + g * (max_bases + 1) ** 2) if use_loo else 0.0
+        # the LOO paths, at most (a binary path reads the stored columns; one-vs-rest paths keep copies)
+        loo_bytes = n_models * path_bytes(n, max_bases, lambdas.shape[0], n_models > 1) if use_loo else 0.0
         check_memory(
             loo_bytes + 8.0 * (capacity * n + n_models * (max_bases + 1) ** 2 + 4 * n * self.n_candidates),
             self.max_memory_gb,
