@@ -69,6 +69,7 @@ from typing import ClassVar
 
 import numba
 import numpy as np
+import scipy.linalg
 
 from ._base import (
     Interval,
@@ -83,6 +84,7 @@ from ._jit import jit
 from ._kernels import row_class_means, row_class_scatter
 from ._linalg import back_substitution, cholesky_append
 from ._loo import LooPath, loo_expansion, path_bytes, path_lambdas
+from ._threads import blas_section
 
 __all__ = ["ReformativeKFD"]
 
@@ -97,6 +99,12 @@ _SKIP = -1.0
 #: With ``mu="auto"`` the nodes are selected with μ = this × ℓ (the final μ is chosen by leave-one-out);
 #: it chose better nodes than the paper's 0.001 on the noisy IDA sets (benchmarks/peers.py).
 AUTO_SELECTION_MU_RELATIVE = 1e-2
+#: κ of the sampled path under ``n_candidates="auto"`` (Lemma 2 of Mika, Smola & Schölkopf 2001:
+#: the best of 59 random candidates is in the top 5 % with probability 0.95).
+AUTO_CANDIDATES = 59
+#: ``n_candidates="auto"`` scores every candidate up to this ℓ and κ = AUTO_CANDIDATES above
+#: (benchmarks/reformative_kfd.py --scale).
+AUTO_EXHAUSTIVE_MAX_N = 3000
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -311,6 +319,96 @@ def _select_nodes(scatter: _WithinScatter, mu: float, tol: float, max_nodes: int
     return np.asarray(nodes, dtype=np.intp), alpha, np.asarray(j_history), d
 
 
+def _select_nodes_sampled(
+    kernel, X, positive, mu: float, tol: float, max_nodes: int, n_candidates: int, rng, log, path=None, progress=None
+):
+    """Greedy selection of eqs. (13)-(20) over κ random candidates per step, nothing ℓ × ℓ.
+
+    Per step: draw κ = ``n_candidates`` indices from the points still usable,
+    compute their kernel rows (κ × ℓ, one block), their class means (eq. 5,
+    ``d_x = M₊[x] - M₋[x]``) and ``N_full[x, x] = ||K̄[x, :]||²`` (one parallel
+    pass), ``N_full[S, x] = K̄[S, :] K[x, :]ᵀ`` (one GEMM with the kept
+    centred rows of the nodes, s × ℓ), ``w_x = L⁻¹ N_full[S, x]`` and the gain
+    ``e_x² / ρ_x`` of eq. (20); accept the best as the exhaustive path does.
+    A candidate whose ρ is at rounding level is never drawn again (ρ only
+    falls as S grows). Returns nodes, α, J history and the nodes' class means
+    ``(M₋, M₊)`` (r × 2).
+    """
+    n = X.shape[0]
+    cap = min(max_nodes, n)
+    pos64 = positive.astype(np.int64)
+    class_of = positive.astype(np.intp)
+    n_pos = int(pos64.sum())
+    n_neg = n - n_pos
+    centred = np.zeros((cap, n))  # K̄[S, :], rows of the accepted nodes
+    node_means = np.zeros((cap, 2))
+    L = np.zeros((cap, cap))
+    q = np.zeros(cap)
+    usable = np.ones(n, dtype=np.bool_)
+    nodes: list[int] = []
+    j_history: list[float] = []
+    J = 0.0
+    while len(nodes) < cap:
+        m = len(nodes)
+        pool = np.flatnonzero(usable)
+        if pool.size == 0:
+            if log is not None:
+                log(f"stop: no candidate with a usable rho after {m} nodes")
+            break
+        cand = pool if n_candidates >= pool.size else np.sort(rng.choice(pool, n_candidates, replace=False))
+        kappa = cand.shape[0]
+        rows = kernel.block(X[cand], X)  # K[cand, :], κ × ℓ
+        means = np.empty((kappa, 2))
+        diag = np.empty(kappa)
+        _class_means_and_scatter_diag.run(4 * rows.size, rows, pos64, n_pos, n_neg, means, diag)
+        d_cand = means[:, 1] - means[:, 0]
+        diag_mu = diag + mu
+        if m:
+            with blas_section(2.0 * m * n * kappa):  # BLAS-shaped s × ℓ × κ
+                cross = centred[:m] @ rows.T  # N_full[S, cand] (K̄ rows sum to zero within each class)
+            w = scipy.linalg.solve_triangular(L[:m, :m], cross, lower=True, check_finite=False)
+            rho = diag_mu - np.einsum("ij,ij->j", w, w)
+            e = q[:m] @ w - d_cand
+        else:
+            cross = np.zeros((0, kappa))
+            rho = diag_mu.copy()
+            e = -d_cand
+        usable_rho = rho > RHO_RTOL * diag_mu
+        usable[cand[~usable_rho]] = False  # ρ at rounding level: never divide by it, never draw it again
+        gains = np.full(kappa, _SKIP)
+        gains[usable_rho] = e[usable_rho] ** 2 / rho[usable_rho]
+        i = int(np.argmax(gains))
+        gain = gains[i]
+        if not gain > _SKIP:
+            continue  # every drawn candidate was skipped: draw again from the rest
+        p = int(cand[i])
+        if m > 0 and gain < tol * (J + gain):
+            if log is not None:
+                log(f"stop: relative gain {gain / (J + gain):.3g} < tol after {m} nodes")
+            break
+        rho_p = cholesky_append(L, m, np.ascontiguousarray(cross[:, i]), diag_mu[i], RHO_RTOL * diag_mu[i])
+        usable[p] = False
+        if not rho_p > RHO_RTOL * diag_mu[i] or (path is not None and not path.append(rows[i], p)):
+            continue  # as on the exhaustive path: skipped, row m of L is overwritten by the next node
+        q[m] = (d_cand[i] - L[m, :m] @ q[:m]) / L[m, m]
+        J += q[m] * q[m]
+        nodes.append(p)
+        j_history.append(J)
+        centred[m] = rows[i] - means[i, class_of]
+        node_means[m] = means[i]
+        if log is not None:
+            log(f"node {m + 1}: index {p}, J = {J:.6g}, gain = {gain:.3g} (best of {kappa} candidates)")
+        if progress is not None:
+            progress.update(m + 1)
+        if path is not None and path.done and m + 1 < cap:
+            if log is not None:
+                log(f"stop: no better leave-one-out error for {path.patience} nodes")
+            break
+    r = len(nodes)
+    alpha = back_substitution(L, r, q[:r]) if r else np.zeros(0)
+    return np.asarray(nodes, dtype=np.intp), alpha, np.asarray(j_history), node_means[:r].copy()
+
+
 # ------------------------------------------------------------------------ estimator
 @register("ReformativeKFD")
 @dataclass(kw_only=True, eq=False)
@@ -350,9 +448,18 @@ class ReformativeKFD(KernelClassifier):
         ``"bayes"``: where the Gaussian class-conditionals of the training
         outputs, weighted by the class priors, cross (helps with unequal class
         sizes; falls back to the midpoint when they do not cross between the centres).
+    n_candidates : int, None or "auto", default "auto"
+        Candidates scored per node. None: every unselected point (the
+        exhaustive recursion, ``scatter`` decides how its rows are formed);
+        an int κ: κ points drawn at random (``random_state``) from the
+        unselected ones at each step, scored from their own kernel rows, O(κℓs)
+        time per step and O(ℓ·max_nodes) memory, never an ℓ × ℓ matrix or pass
+        (``scatter`` is then unused); ``"auto"``: exhaustive up to
+        ``AUTO_EXHAUSTIVE_MAX_N`` = 3000 points, κ = 59 above.
     kernel, sigma, n_jobs, verbose, random_state
         See :class:`kfdnumba._base.KernelClassifier` (``sigma="auto"`` is the
-        paper's σ² = variance of the training set).
+        paper's σ² = variance of the training set; ``random_state`` draws the
+        candidates of the sampled path).
 
     Attributes
     ----------
@@ -378,6 +485,7 @@ class ReformativeKFD(KernelClassifier):
     scatter: str = "auto"
     max_memory_gb: float = 1.0
     threshold: str = "auto"
+    n_candidates: int | str | None = "auto"
 
     _parameter_constraints: ClassVar[dict] = {
         "mu": [Interval("real", 0, None, "neither"), Options(("auto",))],
@@ -388,6 +496,7 @@ class ReformativeKFD(KernelClassifier):
         "scatter": [Options(("auto", "dense", "blocked"))],
         "max_memory_gb": [Interval("real", 0, None, "neither")],
         "threshold": [Options(("auto", "midpoint", "bayes"))],
+        "n_candidates": [Options(("auto", None)), Interval("int", 1, None)],
     }
     #: σ and μ span KFD's grid (its two smallest values aside), so the harness compares like with like.
     search_grid: ClassVar[dict] = {
@@ -398,7 +507,7 @@ class ReformativeKFD(KernelClassifier):
     }
     demo_params: ClassVar[dict] = {"sigma": 0.5}  # size, mu and cut: the data-driven defaults
 
-    def _loo_expansion(self, path, nodes, positive, scatter, j_history, X):
+    def _loo_expansion(self, path, nodes, positive, j_history, X):
         """Return the model of the best leave-one-out prefix and regulariser (``kfdnumba._loo``)."""
         choice = path.choice(final=self.stop != "loo")
         chosen = nodes[: choice.size]
@@ -408,6 +517,12 @@ class ReformativeKFD(KernelClassifier):
         centres = np.array([expansion.train_output[~positive].mean(), expansion.train_output[positive].mean()])
         expansion.info.update(node_points=X[chosen].copy(), alpha=expansion.coef, class_centres=centres)
         return expansion
+
+    def _candidates(self, n: int) -> int | None:
+        """κ of the sampled path for ℓ = n training points, or None for the exhaustive path."""
+        if self.n_candidates == "auto":
+            return None if n <= AUTO_EXHAUSTIVE_MAX_N else AUTO_CANDIDATES
+        return self.n_candidates
 
     def _use_dense(self, n: int) -> bool:
         dense_bytes = 8.0 * n * n
@@ -420,7 +535,8 @@ class ReformativeKFD(KernelClassifier):
 
     def _fit_one_vs_rest(self, X, targets, rng):
         """One model per class; on the dense path the Gram matrix is computed once for all."""
-        K = self.kernel_.block(X, X) if self._use_dense(X.shape[0]) else None
+        n = X.shape[0]
+        K = self.kernel_.block(X, X) if self._candidates(n) is None and self._use_dense(n) else None
         expansions = []
         for c, y in enumerate(targets):
             self._log(f"one-vs-rest: class {self.classes_[c]!r} ({c + 1}/{targets.shape[0]})")
@@ -433,30 +549,42 @@ class ReformativeKFD(KernelClassifier):
         mu = AUTO_SELECTION_MU_RELATIVE * n if self.mu == "auto" else float(self.mu)
         use_loo = self.stop == "loo" or self.mu == "auto" or self.threshold == "auto"
         lambdas = path_lambdas(n, self.mu)
+        kappa = self._candidates(n)
+        # exhaustive: ℓ × cap candidate state w_x and N_full rows; sampled: K̄[S, :] and κ kernel rows
+        state = 8.0 * n * (2 * cap + 8) if kappa is None else 8.0 * n * (cap + 3 * min(kappa, n) + 4)
         check_memory(
-            (path_bytes(n, cap, lambdas.shape[0]) if use_loo else 0.0) + 8.0 * n * (2 * cap + 8) + 16.0 * cap * cap,
+            (path_bytes(n, cap, lambdas.shape[0]) if use_loo else 0.0) + state + 16.0 * cap * cap,
             self.max_memory_gb,
             f"ReformativeKFD state for {n} points and max_nodes={self.max_nodes}",
         )
         positive = y > 0
-        dense = self._use_dense(n)
-        self._log(f"within-class rows: {'dense Gram matrix' if dense else 'kernel blocks'} ({n} points)")
-        scatter = _WithinScatter(self.kernel_, X, positive, dense, K)
         path = LooPath(y, lambdas, cap, "l2", self.patience) if use_loo else None
         tol = 0.0 if self.stop == "loo" else self.tol
-        nodes, alpha, j_history, d = _select_nodes(
-            scatter, mu, tol, self.max_nodes, self._log if self.verbose else None, path, self._progress(cap, "nodes")
-        )
+        log = self._log if self.verbose else None
+        progress = self._progress(cap, "nodes")
+        if kappa is None:
+            dense = self._use_dense(n)
+            self._log(f"within-class rows: {'dense Gram matrix' if dense else 'kernel blocks'} ({n} points)")
+            scatter = _WithinScatter(self.kernel_, X, positive, dense, K)
+            nodes, alpha, j_history, _ = _select_nodes(scatter, mu, tol, self.max_nodes, log, path, progress)
+            node_means = scatter.means[nodes] if nodes.shape[0] else np.zeros((0, 2))
+            K = scatter.K
+        else:
+            self._log(f"within-class rows: {kappa} random candidates per node ({n} points)")
+            nodes, alpha, j_history, node_means = _select_nodes_sampled(
+                self.kernel_, X, positive, mu, tol, self.max_nodes, kappa, rng, log, path, progress
+            )
+            K = None
         if nodes.shape[0] == 0 or not j_history[-1] > 0:
             raise ValueError(
                 "ReformativeKFD found no separation between the class means (degenerate data, sigma or mu)."
             )
         if path is not None:
-            return self._loo_expansion(path, nodes, positive, scatter, j_history, X)
+            return self._loo_expansion(path, nodes, positive, j_history, X)
         # Eq. (22) with its α: f_c = αᵀ M_c[S]; f₊ - f₋ = αᵀ d_S = J.
-        centres = np.array([alpha @ scatter.means[nodes, 0], alpha @ scatter.means[nodes, 1]])
-        if scatter.K is not None:
-            train_output = scatter.K[:, nodes] @ alpha
+        centres = np.array([alpha @ node_means[:, 0], alpha @ node_means[:, 1]])
+        if K is not None:
+            train_output = K[:, nodes] @ alpha
         else:
             train_output = self.kernel_.expansion(X, X[nodes], alpha)
         cut = choose_threshold(self.threshold, 0.5 * (centres[0] + centres[1]), train_output, positive)

@@ -62,3 +62,42 @@ def class_centres(K, y, nodes, alpha):
     """Eq. (22) with its α: f_c = mean over class c of Σ_r α_r k(x, x_r); returns (f₋, f₊)."""
     f = K[:, nodes] @ alpha
     return np.array([f[y < 0].mean(), f[y > 0].mean()])
+
+
+def sampled_greedy_nodes(K, y, mu, max_nodes, n_candidates, rng, tol=0.0, rho_rtol=1e-10):
+    """The sampled path by direct solves: each step draws κ unselected usable points and keeps the best J.
+
+    Draws as ``ReformativeKFD(n_candidates=κ)`` does (sorted ``rng.choice`` of the usable points, no draw
+    when κ covers them); a candidate whose Schur complement ρ is at rounding level is never drawn again.
+    """
+    N, d, _ = within_scatter(K, y)
+    n = K.shape[0]
+    usable = np.ones(n, dtype=bool)
+    nodes, js = [], []
+    J = 0.0
+    while len(nodes) < min(max_nodes, n):
+        pool = np.flatnonzero(usable)
+        if pool.size == 0:
+            break
+        cand = pool if n_candidates >= pool.size else np.sort(rng.choice(pool, n_candidates, replace=False))
+        scores = np.full(cand.shape[0], -np.inf)
+        for i, x in enumerate(cand):
+            S = nodes + [x]
+            A = N[np.ix_(S, S)] + mu * np.eye(len(S))
+            rho = A[-1, -1] - A[-1, :-1] @ np.linalg.solve(A[:-1, :-1], A[:-1, -1]) if nodes else A[-1, -1]
+            if rho <= rho_rtol * A[-1, -1]:
+                usable[x] = False
+                continue
+            scores[i] = criterion(N, d, S, mu)[1]
+        if not np.isfinite(scores).any():
+            continue
+        i = int(np.argmax(scores))
+        gain = scores[i] - J
+        if nodes and gain < tol * scores[i]:
+            break
+        usable[cand[i]] = False
+        nodes.append(int(cand[i]))
+        J = scores[i]
+        js.append(J)
+    alpha, _ = criterion(N, d, nodes, mu)
+    return np.array(nodes), np.array(js), alpha

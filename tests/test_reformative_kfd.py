@@ -13,6 +13,7 @@ from naive_reformative_kfd import (  # noqa: E402
     greedy_nodes,
     prefix_criteria,
     rbf_gram,
+    sampled_greedy_nodes,
     within_scatter,
 )
 
@@ -186,6 +187,122 @@ def test_forced_dense_over_budget_raises():
         ReformativeKFD(scatter="dense", max_nodes=2, max_memory_gb=2e-5).fit(X, y)
 
 
+# --------------------------------------------------------------- the sampled path (n_candidates)
+@pytest.mark.parametrize("kernel,sigma,mu,seed", [("rbf", 0.8, 1e-3, 20), ("rbf", 1.5, 1e-2, 21)])
+def test_sampled_path_with_every_point_a_candidate_is_the_exhaustive_path(kernel, sigma, mu, seed):
+    X, y = make_data(70, d=2, seed=seed)
+    kw = dict(kernel=kernel, sigma=sigma, mu=mu, tol=0.0, max_nodes=25)
+    exhaustive = ReformativeKFD(n_candidates=None, **kw).fit(X, y)
+    sampled = ReformativeKFD(n_candidates=70, random_state=0, **kw).fit(X, y)  # κ = ℓ: the whole pool each step
+    np.testing.assert_array_equal(sampled.nodes_, exhaustive.nodes_)
+    np.testing.assert_allclose(sampled.j_history_, exhaustive.j_history_, rtol=1e-10)
+    np.testing.assert_allclose(
+        sampled.alpha_, exhaustive.alpha_, rtol=1e-10, atol=1e-10 * np.abs(exhaustive.alpha_).max()
+    )
+    np.testing.assert_allclose(sampled.class_centres_, exhaustive.class_centres_, rtol=1e-10)
+
+
+def test_sampled_path_with_every_point_a_candidate_keeps_the_leave_one_out_model():
+    X, y = make_data(80, d=2, seed=22)
+    kw = dict(sigma=0.8, mu="auto", stop="loo", threshold="auto", max_nodes=30)
+    exhaustive = ReformativeKFD(n_candidates=None, **kw).fit(X, y)
+    sampled = ReformativeKFD(n_candidates=500, **kw).fit(X, y)
+    np.testing.assert_array_equal(sampled.nodes_, exhaustive.nodes_)
+    np.testing.assert_allclose(sampled.decision_function(X), exhaustive.decision_function(X), rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("n_candidates,seed", [(5, 30), (12, 31), (1, 32)])
+def test_sampled_path_matches_its_naive_twin(n_candidates, seed):
+    X, y = make_data(40, d=2, seed=seed)
+    sigma, mu = 0.9, 1e-3
+    model = ReformativeKFD(sigma=sigma, mu=mu, tol=0.0, max_nodes=10, n_candidates=n_candidates, random_state=seed)
+    model.fit(X, y)
+    rng = np.random.default_rng(seed)
+    nodes, js, alpha = sampled_greedy_nodes(rbf_gram(X, X, sigma), y.astype(float), mu, 10, n_candidates, rng)
+    np.testing.assert_array_equal(model.nodes_, nodes)
+    np.testing.assert_allclose(model.j_history_, js, rtol=1e-9)
+    np.testing.assert_allclose(model.alpha_, alpha, rtol=1e-8, atol=1e-10 * np.abs(alpha).max())
+
+
+def test_sampled_path_relative_stop_matches_its_naive_twin():
+    X, y = make_data(60, d=2, seed=33)
+    model = ReformativeKFD(sigma=1.0, tol=2e-2, max_nodes=40, n_candidates=8, random_state=5).fit(X, y)
+    nodes, _, _ = sampled_greedy_nodes(
+        rbf_gram(X, X, 1.0), y.astype(float), 1e-3, 40, 8, np.random.default_rng(5), 2e-2
+    )
+    np.testing.assert_array_equal(model.nodes_, nodes)
+    assert 1 < len(nodes) < 40
+
+
+def test_sampled_path_is_reproducible_with_random_state():
+    X, y = make_data(120, d=2, seed=34)
+    fits = [ReformativeKFD(sigma=0.8, max_nodes=15, n_candidates=10, random_state=s).fit(X, y) for s in (7, 7, 8)]
+    np.testing.assert_array_equal(fits[0].nodes_, fits[1].nodes_)
+    np.testing.assert_array_equal(fits[0].alpha_, fits[1].alpha_)
+    assert not np.array_equal(fits[0].nodes_, fits[2].nodes_)
+
+
+def test_sampled_path_one_and_two_threads_agree():
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs 2 threads")
+    from kfdnumba._threads import force_parallel
+
+    X, y = make_data(150, d=2, seed=35)
+    kw = dict(sigma=0.9, tol=0.0, max_nodes=30, n_candidates=20, random_state=3)
+    with force_parallel():
+        a = ReformativeKFD(n_jobs=1, **kw).fit(X, y)
+        b = ReformativeKFD(n_jobs=2, **kw).fit(X, y)
+    np.testing.assert_array_equal(a.nodes_, b.nodes_)
+    np.testing.assert_array_equal(a.j_history_, b.j_history_)
+    np.testing.assert_array_equal(a.alpha_, b.alpha_)
+
+
+def test_sampled_path_never_forms_the_gram_matrix(monkeypatch):
+    from conftest import count_gram_blocks
+
+    X, y = make_data(90, d=2, seed=36)
+    calls = count_gram_blocks(monkeypatch, 90)
+    model = _ReformativeKFD(sigma=0.8, n_candidates=15, random_state=0).fit(X, y)  # the data-driven defaults
+    assert calls == [] and len(model.nodes_) > 0
+    ReformativeKFD(sigma=0.8, n_candidates=None, max_nodes=5).fit(X, y)
+    assert len(calls) == 1  # the exhaustive dense path does
+
+
+def test_auto_candidates_switch_at_the_measured_size(monkeypatch):
+    est = _ReformativeKFD()
+    assert est._candidates(rk.AUTO_EXHAUSTIVE_MAX_N) is None
+    assert est._candidates(rk.AUTO_EXHAUSTIVE_MAX_N + 1) == rk.AUTO_CANDIDATES
+    assert _ReformativeKFD(n_candidates=None)._candidates(10**6) is None
+    assert _ReformativeKFD(n_candidates=7)._candidates(10) == 7
+    X, y = make_data(80, d=2, seed=37)
+    kw = dict(sigma=0.8, tol=0.0, max_nodes=12)
+    auto = ReformativeKFD(**kw).fit(X, y)  # small ℓ: "auto" is the exhaustive path
+    np.testing.assert_array_equal(auto.nodes_, ReformativeKFD(n_candidates=None, **kw).fit(X, y).nodes_)
+    monkeypatch.setattr(rk, "AUTO_EXHAUSTIVE_MAX_N", 50)
+    monkeypatch.setattr(rk, "AUTO_CANDIDATES", 9)
+    large = ReformativeKFD(random_state=4, **kw).fit(X, y)
+    np.testing.assert_array_equal(large.nodes_, ReformativeKFD(n_candidates=9, random_state=4, **kw).fit(X, y).nodes_)
+
+
+def test_sampled_path_one_vs_rest():
+    r = np.random.default_rng(38)
+    centres = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
+    y = np.repeat([0, 1, 2], 30)
+    X = centres[y] + r.normal(size=(90, 2))
+    model = ReformativeKFD(tol=1e-2, n_candidates=90).fit(X, y)
+    exhaustive = ReformativeKFD(tol=1e-2, n_candidates=None).fit(X, y)
+    for c in range(3):
+        np.testing.assert_array_equal(model.nodes_[c], exhaustive.nodes_[c])
+    sampled = _ReformativeKFD(n_candidates=10, random_state=0).fit(X, y)  # the data-driven defaults
+    assert sampled.score(X, y) >= _ReformativeKFD().fit(X, y).score(X, y) - 0.03  # measured: both 0.878
+
+
+def test_sampled_path_banana_accuracy():
+    X, y, Xt, yt = load_banana(1)
+    model = _ReformativeKFD(sigma=0.7, n_candidates=59, random_state=0).fit(X, y)  # the data-driven defaults
+    assert 1.0 - model.score(Xt, yt) < 0.125  # measured 11.24 % with 45 nodes (exhaustive: 11.86 % with 13)
+
+
 # --------------------------------------------------------------------- model and prediction
 def test_prediction_uses_only_the_nodes_and_class_centres():
     X, y = make_data(80, d=2, seed=8)
@@ -292,6 +409,9 @@ def test_banana_accuracy_and_sparsity():
         ({"scatter": "full"}, ValueError, "'scatter' parameter"),
         ({"max_memory_gb": 0.0}, ValueError, "'max_memory_gb' parameter"),
         ({"threshold": "nearest"}, ValueError, "'threshold' parameter"),
+        ({"n_candidates": 0}, ValueError, "'n_candidates' parameter"),
+        ({"n_candidates": 2.5}, ValueError, "'n_candidates' parameter"),
+        ({"n_candidates": "all"}, ValueError, "'n_candidates' parameter"),
     ],
 )
 def test_bad_parameters(params, error, match):

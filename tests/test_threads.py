@@ -98,6 +98,12 @@ PARALLEL_CASES = [
         (70, 2, 3, 2),
     ),
     ("ReformativeKFD blocked", ReformativeKFD, {"sigma": 1.0, "scatter": "blocked", "max_nodes": 12}, (70, 3, 4, 2)),
+    (
+        "ReformativeKFD sampled",
+        ReformativeKFD,
+        {"sigma": 1.0, "n_candidates": 15, "max_nodes": 12},
+        (70, 2, 10, 2),
+    ),
     ("SparseGreedyKFD 3 classes", SparseGreedyKFD, {"sigma": 1.0, "max_bases": 12}, (90, 2, 5, 3)),
     (
         "MatchingPursuitKFD dense",
