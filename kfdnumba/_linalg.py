@@ -51,11 +51,13 @@ def forward_substitution(L, m, b):
 def back_substitution(L, m, b):
     """Solve ``L[:m, :m]ᵀ x = b[:m]`` (L lower triangular)."""
     x = np.empty(m)
-    for i in range(m - 1, -1, -1):
-        s = b[i]
-        for k in range(i + 1, m):
-            s -= L[k, i] * x[k]
-        x[i] = s / L[i, i]
+    for i in range(m):
+        x[i] = b[i]
+    for i in range(m - 1, -1, -1):  # by rows of L (contiguous): x[:i] -= L[i, :i] x[i]
+        xi = x[i] / L[i, i]
+        x[i] = xi
+        for k in range(i):
+            x[k] -= L[i, k] * xi
     return x
 
 

@@ -59,6 +59,7 @@ IMPROVE_RTOL = 1e-3
 SCHUR_RTOL = 1e-11
 #: Hat diagonal is clipped below 1 by this much (an interpolating fit has h_ii → 1).
 _HAT_MARGIN = 1e-10
+_NO_CROSS = np.empty(0)
 
 
 def default_lambdas(n: int) -> np.ndarray:
@@ -138,6 +139,52 @@ def _update_fits(z, ZV, gammas, alive, y, f, h, c_new, press):
             r = (y[i] - f[a, i]) / max(1.0 - h[a, i], _HAT_MARGIN)
             total += r * r
         press[a] = total / n
+
+
+@jit(parallel=False)
+def _append_column(L, m, cross, kernel_penalty, indices, index, z, lambdas, alive, columns, y, f, h, wy, press):
+    """One step of :meth:`LooPath.append` in one call: border the factors, the new W column, fits, PRESS.
+
+    ``columns[:m]`` are the earlier columns (rows); ``cross`` is ``[1ᵀz,
+    Z_prevᵀz]`` or empty (then computed here, O(ℓm)). Returns the number of λ
+    still alive; 0 means the column is refused and nothing (``alive``, fits)
+    has changed.
+    """
+    g = lambdas.shape[0]
+    n = z.shape[0]
+    if cross.shape[0] == 0:
+        cross = np.empty(m + 1)
+        cross[0] = np.sum(z)
+        for k in range(m):
+            cross[k + 1] = np.dot(columns[k], z)
+    penalty_col = np.zeros(m)  # P = I, or P = K_II: the new column of P is z at the chosen points
+    penalty_diag = 1.0
+    if kernel_penalty:
+        for k in range(m):
+            penalty_col[k] = z[indices[k]]
+        penalty_diag = z[index]
+    V = np.empty((g, m + 1))
+    gammas = np.empty(g)
+    live = alive.copy()
+    if _border_factors(L, m, cross, penalty_col, penalty_diag, np.dot(z, z), lambdas, live, V, gammas) == 0:
+        return 0
+    alive[:] = live
+    ZV = np.empty((g, n))  # (Z_prev L⁻ᵀ l)ᵀ: the intercept column plus the earlier columns
+    for a in range(g):
+        ZV[a, :] = V[a, 0]
+        if not live[a]:
+            continue
+        for k in range(m):
+            v = V[a, k + 1]
+            for i in range(n):
+                ZV[a, i] += v * columns[k, i]
+    c_new = np.empty(g)
+    _update_fits(z, ZV, gammas, live, y, f, h, c_new, press)
+    wy[:, m + 1] = c_new
+    n_alive = 0
+    for a in range(g):
+        n_alive += live[a]
+    return n_alive
 
 
 @dataclass
@@ -221,32 +268,29 @@ class LooPath:
         if m >= self.capacity:
             raise ValueError("LooPath is full")
         z = np.ascontiguousarray(z, dtype=np.float64)
-        if cross is None:
-            cross = np.concatenate(([z.sum()], self.columns[:m] @ z))
         if self.own_columns and m == self.columns.shape[0]:  # grow the column store geometrically
             grown = np.empty((min(self.capacity, 2 * m), z.shape[0]))
             grown[:m] = self.columns
             self.columns = grown
-        if self.kernel_penalty:  # P = K_II: the new column of P is z at the chosen points
-            penalty_col, penalty_diag = np.ascontiguousarray(z[self.indices[:m]]), float(z[index])
-        else:
-            penalty_col, penalty_diag = np.zeros(m), 1.0
-        g = self.lambdas.shape[0]
-        V = np.empty((g, m + 1))
-        gammas = np.empty(g)
-        cross = np.ascontiguousarray(cross, dtype=np.float64)
-        alive = self.alive.copy()
-        if not _border_factors(
-            self.L, m, cross, penalty_col, penalty_diag, float(z @ z), self.lambdas, alive, V, gammas
+        press = np.empty(self.lambdas.shape[0])
+        if not _append_column(
+            self.L,
+            m,
+            _NO_CROSS if cross is None else np.ascontiguousarray(cross, dtype=np.float64),
+            self.kernel_penalty,
+            self.indices,
+            index,
+            z,
+            self.lambdas,
+            self.alive,
+            self.columns,
+            self.y,
+            self.f,
+            self.h,
+            self.wy,
+            press,
         ):
             return False  # dependent for every λ: refused, nothing changed
-        self.alive = alive
-        ZV = V[:, 1:] @ self.columns[:m] if m else np.zeros((g, z.shape[0]))  # (Z_prev L⁻ᵀ l)ᵀ, g × ℓ
-        ZV += V[:, :1]  # the intercept column
-        c_new = np.empty(g)
-        press = np.empty(g)
-        _update_fits(z, ZV, gammas, self.alive, self.y, self.f, self.h, c_new, press)
-        self.wy[:, m + 1] = c_new
         if self.own_columns:
             self.columns[m] = z
         self.indices[m] = index

@@ -37,6 +37,11 @@ Math (section 1 of ``ALGORITHMS.md``; equation numbers of the paper):
   of the two targets, ``½ ℓ (1/ℓ₊ - 1/ℓ₋)`` (the threshold of the paper's
   tables). The retained samples are the non-zero α.
 
+``rho="auto"`` (the default, beyond the paper): the fits along a ρ grid,
+warm-started, each support priced by the closed-form leave-one-out ridge path
+of :mod:`kfdnumba._loo`; the model is the ridge fit on the best prefix (see
+the class docstring). The paper's model is ``rho=<float>``.
+
 Complexity: the Gram matrix O(ℓ²d); ``KᵀK = K²`` once by a BLAS ``syrk``
 (ℓ³ flops); per iteration on an active set of size m one O(m²) scaled gather
 (Numba), one LAPACK Cholesky (m³/3) and one O(ℓm) objective evaluation (Numba).
@@ -60,13 +65,14 @@ import scipy.linalg
 from ._base import Interval, KernelClassifier, KernelExpansion, Options, check_memory, choose_threshold, register
 from ._jit import jit
 from ._linalg import row_gram_lower
+from ._loo import LooPath, default_lambdas, loo_expansion
 from ._threads import blas_section
 
 __all__ = ["LqKFD"]
 
 
 #: ``rho="auto"``: the ρ path (sparser to the right), each fit warm-started from the previous one.
-AUTO_RHOS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+AUTO_RHOS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
 #: ``rho="auto"`` keeps the sparsest ρ whose leave-one-out error is within this fraction of the best.
 AUTO_RHO_RTOL = 0.01
 
@@ -228,28 +234,25 @@ def _monotone_prune(active, omega, prune_tol, penalize_bias, j_new, objective):
     return best
 
 
-def _generalised_ridge_loo(gram, yhat, active, omega, rho_l, q, penalize_bias):
-    """Mean squared leave-one-out residual of a converged kFDA_q fit, and the leave-one-out outputs.
+def _support_loo(K: np.ndarray, y: np.ndarray, active: np.ndarray, omega: np.ndarray) -> LooPath:
+    """Return the leave-one-out ridge path over one kFDA_q fit's retained samples, largest ``|α|`` first.
 
-    At a fixed point of eq. (8) ``ω_A = (G_AA + D)⁻¹ g_A`` with
-    ``D = ρℓq diag(|ω_i|^{q-2})`` (0 for an exempt bias): a generalised ridge
-    fit on the active columns of ``K̃ = [1 K]``, whose hat matrix
-    ``K̃_A (G_AA + D)⁻¹ K̃_Aᵀ`` gives the closed-form leave-one-out residuals
-    ``e_i / (1 - h_ii)`` (the weights D held fixed). O(ℓm² + m³).
+    The retained columns ``K[:, j]`` are appended to a :class:`kfdnumba._loo.LooPath`
+    (±1 labels, intercept, λ grid of :func:`default_lambdas`) in order of
+    decreasing ``|α_j|``: its PRESS prices every prefix of that ordering and
+    every λ at once (the best prefix may be shorter than the fit's support).
+    Unlike a leave-one-out value of the reweighted fixed point itself, this is
+    the exact leave-one-out error of the ridge model on those columns (only
+    the choice of the columns is not redone per left-out point).
     """
-    cols = gram.K[:, np.maximum(active - 1, 0)]  # K̃_A: column j of K̃ is K[:, j - 1], column 0 the ones
-    cols[:, active == 0] = 1.0
-    weights = np.abs(omega) ** (q - 2.0) * rho_l * q
-    if not penalize_bias:
-        weights[active == 0] = 0.0
-    system = cols.T @ cols
-    system[np.diag_indices_from(system)] += weights
-    factor = scipy.linalg.cholesky(system, lower=True, check_finite=False)
-    W = scipy.linalg.solve_triangular(factor, cols.T, lower=True, check_finite=False)  # L⁻¹ K̃_Aᵀ
-    h = np.einsum("ij,ij->j", W, W)
-    f = W.T @ (W @ yhat)  # the generalised ridge fit itself (= K̃_A ω at an exact fixed point)
-    resid = (yhat - f) / np.maximum(1.0 - h, 1e-10)
-    return float(np.mean(resid * resid)), yhat - resid
+    is_alpha = active > 0
+    order = np.argsort(-np.abs(omega[is_alpha]), kind="stable")
+    support = active[is_alpha][order] - 1
+    n = K.shape[0]
+    path = LooPath(y, default_lambdas(n), max(1, support.shape[0]), patience=support.shape[0] + 1)
+    for j in support:
+        path.append(K[:, j], int(j))  # a dependent column is refused (the path goes on without it)
+    return path
 
 
 # ----------------------------------------------------------------- linear algebra
@@ -281,17 +284,22 @@ class LqKFD(KernelClassifier):
 
     Parameters
     ----------
-    rho : float or "auto", default 1e-3
-        Penalty weight ρ (the penalty is ρ ℓ ‖ω‖_q^q). "auto" (an option, not
-        the default): fits along ``AUTO_RHOS`` (1e-5 … 0.1), each warm-started
-        from the previous one, and keeps the sparsest whose closed-form
-        leave-one-out error (the generalised ridge of the fixed point of
-        eq. (8), weights held fixed) is within 1 % of the best; the cut and the
-        probabilities then use the leave-one-out outputs. Measured with
-        ``benchmarks/peers.py`` (10 realisations) it kept more points than
-        ρ = 1e-3 and was less accurate on heart and ringnorm (ringnorm: 95 %
-        of the points kept): that estimate is optimistic for small ρ, whose
-        tiny weights act as a selection it does not redo per left-out point.
+    rho : float or "auto", default "auto"
+        Penalty weight ρ (the penalty is ρ ℓ ‖ω‖_q^q). "auto": kFDA_q along
+        ``AUTO_RHOS`` (1e-4 … 0.1), each fit warm-started from the previous
+        (denser) one; each fit's retained samples, largest ``|α|`` first, are
+        priced by the closed-form leave-one-out ridge path of
+        :mod:`kfdnumba._loo` (every prefix and λ of the grid); the model is the
+        smallest prefix whose leave-one-out error is within 1 % of the best
+        over the whole path, with its ridge coefficients (λ by leave-one-out:
+        ``loo_lambda_``), its cut and probabilities from the leave-one-out
+        outputs ("relaxed" kFDA_q: the Lq penalty selects, the ridge fits).
+        ``rho_path_`` holds (ρ, PRESS, retained by the fit, best prefix) per ρ.
+        A leave-one-out value of the reweighted fixed point itself (weights
+        held fixed) was tried first and rejected: optimistic for small ρ,
+        whose tiny weights act as a selection it does not redo per left-out
+        point (ringnorm: 95 % of the points kept). A float: the paper's model
+        for that ρ.
     q : float, default 1.0
         Exponent of the penalty, in (0, 1]; smaller is sparser (non-convex
         below 1: a local minimum from the ridge start).
@@ -314,9 +322,11 @@ class LqKFD(KernelClassifier):
         later is pruned and never comes back).
     threshold : {"auto", "midpoint"}, default "auto"
         Cut on the output: "auto", where prior-weighted Gaussian
-        class-conditionals with a pooled variance of the training outputs
-        cross (unequal class sizes); "midpoint" of the two targets, the
-        paper's ``½ ℓ (1/ℓ₊ - 1/ℓ₋)``.
+        class-conditionals with a pooled variance of the outputs cross
+        (unequal class sizes; the leave-one-out outputs with ``rho="auto"``,
+        the training outputs otherwise); "midpoint": the paper's midpoint of
+        the two targets ``½ ℓ (1/ℓ₊ - 1/ℓ₋)`` for a fixed ρ, the midpoint of
+        the training class means with ``rho="auto"``.
     max_memory_gb : float, default 4.0
         Refuse training sets whose O(ℓ²) working memory (about ``24 (ℓ+1)²``
         bytes) exceeds this.
@@ -347,7 +357,7 @@ class LqKFD(KernelClassifier):
         (one-vs-rest) the method-specific attributes are lists, one per class.
     """
 
-    rho: float | str = 1e-3
+    rho: float | str = "auto"
     q: float = 1.0
     tol: float = 1e-5
     max_iter: int = 1000
@@ -371,8 +381,8 @@ class LqKFD(KernelClassifier):
         "sigma": [0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8],
         "rho": [1e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1],
     }
-    #: The harness on Banana (q = 0.5, lowest CV error): σ multiple 0.5 (≈ 0.7), ρ = 1e-3.
-    demo_params: ClassVar[dict] = {"sigma": 0.7, "rho": 1e-3, "q": 0.5}
+    #: σ only: ρ, the size and λ are chosen by leave-one-out (the harness on Banana: σ multiple 0.5, ≈ 0.7).
+    demo_params: ClassVar[dict] = {"sigma": 0.7}
 
     # ------------------------------------------------------------------ pieces
     def _shared_gram(self, X: np.ndarray) -> _SharedGram:
@@ -394,26 +404,9 @@ class LqKFD(KernelClassifier):
         g[0] = yhat.sum()
         g[1:] = K @ yhat  # K symmetric: Kᵀŷ = Kŷ
         state = (np.arange(n + 1, dtype=np.int64), np.ones(n + 1))  # no zero entry: first iterate = ridge
-        if self.rho != "auto":
-            run = self._majorize_minimize(gram, yhat, g, float(self.rho), *state)
-            loo = None
-            rho_path = None
-        else:  # the ρ path, warm-started from the sparser end's predecessor, scored by leave-one-out
-            rho_path, runs = [], []
-            for rho in AUTO_RHOS:
-                run = self._majorize_minimize(gram, yhat, g, float(rho), *state)
-                state = (run["active"], run["omega"])
-                press, run["loo"] = _generalised_ridge_loo(
-                    gram, yhat, run["active"], run["omega"], rho * n, float(self.q), bool(self.penalize_bias)
-                )
-                rho_path.append((rho, press, int(np.count_nonzero(run["active"]))))
-                runs.append(run)
-                self._log(f"rho = {rho:.3g}: {rho_path[-1][2]} retained, mean squared LOO residual {press:.4g}")
-            presses = np.array([p for _, p, _ in rho_path])
-            # the sparsest (largest) ρ whose leave-one-out error is within AUTO_RHO_RTOL of the best
-            pick = int(np.flatnonzero(presses <= (1.0 + AUTO_RHO_RTOL) * presses.min())[-1])
-            run, rho, loo = runs[pick], AUTO_RHOS[pick], runs[pick]["loo"]
-            self._log(f"leave-one-out: rho = {rho:.3g}")
+        if self.rho == "auto":
+            return self._fit_rho_path(gram, y, yhat, g, state)
+        run = self._majorize_minimize(gram, yhat, g, float(self.rho), *state)
         active, omega, outputs = run["active"], run["omega"], run["outputs"]
         pos = y > 0
         if not outputs[pos].mean() > outputs[~pos].mean():
@@ -422,8 +415,7 @@ class LqKFD(KernelClassifier):
             )
         is_alpha = active > 0
         bias = float(omega[~is_alpha].sum())  # 0 if the (penalised) bias was pruned
-        cut_on = outputs if loo is None else loo  # the leave-one-out outputs when the ρ path ran
-        threshold = choose_threshold(self.threshold, midpoint, cut_on, pos)
+        threshold = choose_threshold(self.threshold, midpoint, outputs, pos)
         support = active[is_alpha] - 1
         alpha = omega[is_alpha].copy()
         info = {
@@ -435,18 +427,59 @@ class LqKFD(KernelClassifier):
             "elapsed_history": np.asarray(run["elapsed_history"]),
             "n_iter": len(run["j_history"]),
         }
-        if rho_path is not None:
-            info["rho_path"] = np.asarray(rho_path)
-            info["loo_rho"] = run["rho"]
         return KernelExpansion(
             support=support,
             coef=alpha,
             intercept=bias,
             threshold=threshold,
             train_output=outputs.copy(),
-            validation_output=loo,
             info=info,
         )
+
+    def _fit_rho_path(self, gram: _SharedGram, y, yhat, g, state) -> KernelExpansion:
+        """``rho="auto"``: kFDA_q along ``AUTO_RHOS`` (warm-started), each support priced by leave-one-out.
+
+        Every ρ's retained samples, largest ``|α|`` first, go through one
+        :class:`kfdnumba._loo.LooPath` (:func:`_support_loo`): the best prefix
+        and λ of each ρ, and its PRESS. The model is the smallest one whose
+        PRESS is within ``AUTO_RHO_RTOL`` of the best over the whole path: the
+        ridge fit on that prefix (λ by leave-one-out), its cut and
+        probabilities from the leave-one-out outputs.
+        """
+        K = gram.K
+        ypm = np.where(y > 0, 1.0, -1.0)
+        rho_path, picks = [], []
+        for rho in AUTO_RHOS:
+            run = self._majorize_minimize(gram, yhat, g, float(rho), *state)
+            state = (run["active"], run["omega"])
+            if not np.any(run["active"] > 0):
+                break  # every α pruned: larger ρ cannot bring one back
+            path = _support_loo(K, ypm, run["active"], run["omega"])
+            choice = path.choice()
+            press = float(choice.press_path[choice.size].min())
+            kept = int(np.count_nonzero(run["active"]))
+            rho_path.append((rho, press, kept, choice.size))
+            picks.append((run, path, choice))
+            self._log(f"rho = {rho:.3g}: {kept} retained, best prefix {choice.size}, mean squared LOO {press:.4g}")
+        if not picks:
+            raise ValueError("LqKFD pruned every coefficient at every rho of the path (degenerate data or sigma).")
+        table = np.asarray(rho_path)
+        near = np.flatnonzero(table[:, 1] <= (1.0 + AUTO_RHO_RTOL) * table[:, 1].min())
+        pick = int(near[np.lexsort((-near, table[near, 3]))[0]])  # fewest points, then the larger ρ
+        run, path, choice = picks[pick]
+        self._log(f"leave-one-out: rho = {AUTO_RHOS[pick]:.3g}, {choice.size} points, lambda = {choice.lam:.3g}")
+        info = {
+            "j_history": np.asarray(run["j_history"]),
+            "active_history": np.asarray(run["active_history"], dtype=np.intp),
+            "elapsed_history": np.asarray(run["elapsed_history"]),
+            "n_iter": len(run["j_history"]),
+            "rho_path": table,
+            "loo_rho": AUTO_RHOS[pick],
+        }
+        expansion = loo_expansion(choice, path.indices[: choice.size], y > 0, self.threshold, info)
+        order = np.argsort(expansion.support)  # alpha_ follows support_ (increasing indices)
+        expansion.info.update(alpha=expansion.coef[order], bias=expansion.intercept, threshold=expansion.threshold)
+        return expansion
 
     def _majorize_minimize(self, gram, yhat, g, rho, active, omega) -> dict:
         """Eq. (8) iterations from ``(active, omega)`` until J settles: the kFDA_q fit for one ρ."""

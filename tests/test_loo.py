@@ -181,34 +181,79 @@ def test_identical_points_are_merged_without_changing_a_decision(monkeypatch):
     np.testing.assert_allclose(merged.decision_function(Xt), unmerged.decision_function(Xt), rtol=1e-10, atol=1e-12)
 
 
-def test_lq_kfd_generalised_ridge_loo_equals_brute_force_refits():
-    from kfdnumba.lq_kfd import _generalised_ridge_loo
-
+def test_lq_kfd_rho_path_model_is_the_loo_ridge_on_its_best_prefix():
     X, y = two_blobs(30, seed=8)
     model = LqKFD(sigma=1.0, rho="auto", q=0.5).fit(X, y)
     K = rbf(X, X, 1.0)
-    n = y.shape[0]
-    yhat = np.where(y > 0, n / np.sum(y > 0), -n / np.sum(y < 0))
+    ypm = np.where(y > 0, 1.0, -1.0)
+    idx = list(model.support_)
+    lam = model.loo_lambda_
+    b, alpha = ridge_fit(K[:, idx], ypm, lam, np.eye(len(idx)))
+    loo = brute_force_loo(K[:, idx], ypm, lam, np.eye(len(idx)))
+    scale = model.alpha_ / alpha  # the model is that ridge fit, rescaled (class means 2 apart)
+    np.testing.assert_allclose(scale, scale[0], rtol=1e-7)
+    np.testing.assert_allclose(model.loo_output_, scale[0] * loo, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(model.bias_, scale[0] * b, rtol=1e-7, atol=1e-9)
+    table = model.rho_path_  # (ρ, PRESS, retained by the fit, best prefix) per ρ
+    assert table.shape[1] == 4 and np.all(table[:, 3] <= table[:, 2])
+    best = table[:, 1].min()
+    near = table[:, 1] <= 1.01 * best
+    assert model.n_retained_ == table[near, 3].min()  # the fewest points within 1 % of the best PRESS
 
-    class Gram:
-        pass
 
-    gram = Gram()
-    gram.K = K
-    active = np.concatenate([[0], model.support_ + 1]) if model.bias_ != 0 else model.support_ + 1
-    omega = np.concatenate([[model.bias_], model.alpha_]) if model.bias_ != 0 else model.alpha_
-    rho = model.loo_rho_
-    press, loo = _generalised_ridge_loo(gram, yhat, active, omega, rho * n, model.q, model.penalize_bias)
-    cols = np.column_stack([np.ones(n) if j == 0 else K[:, j - 1] for j in active])
-    D = np.diag(np.abs(omega) ** (0.5 - 2.0) * rho * n * 0.5)  # ρℓq |ω|^(q-2), weights held fixed
-    brute = np.empty(n)
-    for i in range(n):
-        keep = np.arange(n) != i
-        w = np.linalg.solve(cols[keep].T @ cols[keep] + D, cols[keep].T @ yhat[keep])
-        brute[i] = cols[i] @ w
-    np.testing.assert_allclose(loo, brute, rtol=1e-7, atol=1e-8)
-    np.testing.assert_allclose(press, np.mean((yhat - brute) ** 2), rtol=1e-7)
-    assert model.rho_path_.shape == (9, 3)
+def test_kfd_leave_one_out_grid_equals_brute_force_refits():
+    from kfdnumba.full_kfd import ridge_loo_grid
+
+    X, y = two_blobs(25, seed=4)
+    ypm = np.where(y > 0, 1.0, -1.0)
+    K = rbf(X, X, 1.0)
+    lambdas = np.array([1e-4, 1e-2, 1.0, 30.0])
+    press, fits, loo = ridge_loo_grid(K, ypm, lambdas)
+    for a, lam in enumerate(lambdas):
+        brute = brute_force_loo(K, ypm, lam, np.eye(25))
+        np.testing.assert_allclose(loo[a], brute, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(press[a], np.mean((ypm - brute) ** 2), rtol=1e-7)
+        b, alpha = ridge_fit(K, ypm, lam, np.eye(25))
+        np.testing.assert_allclose(fits[a], b + K @ alpha, rtol=1e-7, atol=1e-9)
+
+
+def test_kfd_auto_mu_is_the_fixed_mu_model_it_chose():
+    X, y = arcs(120, seed=3, minority=0.3)
+    auto = KFD(sigma=0.7).fit(X, y)
+    lambdas = default_lambdas(120)
+    assert auto.loo_lambda_ in lambdas
+    fixed = KFD(sigma=0.7, mu=auto.loo_lambda_, threshold="midpoint").fit(X, y)
+    np.testing.assert_allclose(auto.dual_coef_, fixed.dual_coef_, rtol=1e-9, atol=1e-12)
+    # the cut and probabilities come from leave-one-out outputs, mapped onto KFD's output scale
+    from kfdnumba.full_kfd import ridge_loo_grid
+
+    ypm = np.where(auto.classes_[1] == y, 1.0, -1.0)
+    _, fits, loo = ridge_loo_grid(rbf(X, X, 0.7), ypm, lambdas)
+    a = int(np.flatnonzero(lambdas == auto.loo_lambda_)[0])
+    out = fixed.decision_function(X) - fixed.intercept_[0]  # K α, the training outputs
+    pos = ypm > 0
+    slope = (out[pos].mean() - out[~pos].mean()) / (fits[a][pos].mean() - fits[a][~pos].mean())
+    np.testing.assert_allclose(out, out[pos].mean() + slope * (fits[a] - fits[a][pos].mean()), rtol=1e-6, atol=1e-8)
+    assert loo_cut(out[pos].mean() + slope * (loo[a] - fits[a][pos].mean()), pos) == pytest.approx(
+        -auto.intercept_[0], rel=1e-6
+    )
+
+
+def test_kfd_auto_mu_on_a_subset_above_the_exact_size(monkeypatch):
+    from kfdnumba import full_kfd
+
+    X, y = two_blobs(60, seed=5)
+    monkeypatch.setattr(full_kfd, "AUTO_MU_POINTS", 40)
+    first = KFD(sigma=1.0, random_state=0).fit(X, y)
+    again = KFD(sigma=1.0, random_state=0).fit(X, y)
+    assert first.loo_lambda_ == again.loo_lambda_  # the subset follows random_state
+    assert (
+        first.loo_lambda_ / 60 in default_lambdas(40) / 40
+        or np.isclose(default_lambdas(40) / 40, first.loo_lambda_ / 60).any()
+    )
+    sub = full_kfd._stratified_subset(y > 0, 40, np.random.default_rng(0))
+    assert sub.shape[0] == 40 and np.unique(sub).shape[0] == 40
+    assert abs(np.mean(y[sub] > 0) - np.mean(y > 0)) < 0.05
 
 
 @pytest.mark.parametrize("cls", [ReformativeKFD, MatchingPursuitKFD], ids=lambda c: c.__name__)

@@ -25,7 +25,7 @@ from kfdnumba import load_banana  # noqa: E402
 
 
 def LqKFD(**params):  # noqa: N802 - the paper's cut (the data-driven default is tested in test_loo.py)
-    return _LqKFD(**{"threshold": "midpoint", **params})
+    return _LqKFD(**{"threshold": "midpoint", "rho": 1e-3, **params})
 
 
 from kfdnumba._kernels import Kernel  # noqa: E402
@@ -371,9 +371,16 @@ def test_verbose_reports_iterations(capsys):
 
 def test_banana_accuracy_and_sparsity():
     X, y, Xt, yt = load_banana(1)
-    model = LqKFD(**_LqKFD.demo_params).fit(X, y)
+    model = LqKFD(sigma=0.7, rho=1e-3, q=0.5).fit(X, y)
     assert 1.0 - model.score(Xt, yt) < 0.127  # measured 11.22 % + 1.5 points
     assert model.n_retained_ <= 23  # measured 17 of 400, + 1.5 % of the training set
+
+
+def test_banana_defaults_accuracy_and_sparsity():
+    X, y, Xt, yt = load_banana(1)
+    model = _LqKFD(**_LqKFD.demo_params).fit(X, y)  # rho="auto"
+    assert 1.0 - model.score(Xt, yt) < 0.132  # measured 11.65 % + 1.5 points
+    assert model.n_retained_ <= 39  # measured 33 of 400, + 1.5 % of the training set
 
 
 # ---------------------------------------------------------------------- parameters
