@@ -7,6 +7,18 @@ Usage::
     python benchmarks/reformative_kfd.py accuracy         # IDA protocol, beside KFD, nodes capped at the paper's
     python benchmarks/reformative_kfd.py accuracy --no-cap --datasets heart
     python benchmarks/reformative_kfd.py paper            # the paper's own protocol (see below)
+    python benchmarks/reformative_kfd.py scale            # ℓ = 2 000 … 100 000: exhaustive vs sampled
+    python benchmarks/reformative_kfd.py scale --sizes 1000 2000 3000 5000 --methods reformative
+
+``scale`` fits ReformativeKFD and MatchingPursuitKFD (their data-driven
+defaults, σ = 0.7, n_jobs default) on Banana-like data (``benchmarks/threads.py``
+``banana_like``: the Banana pool resampled with 0.05 jitter; test set 10 000
+fresh points), each with every candidate scored (``n_candidates=None``) and
+with its ``"auto"`` / sampled setting, and beside each model
+``Nystroem(n_components=m) + RidgeClassifierCV`` with m = that model's
+retained points (same σ, same random landmarks seed). One timed fit per cell
+after a warm-up fit on 300 points; exhaustive fits whose state would not fit
+(``--exhaustive-max``) are skipped.
 
 The paper's protocol (section 4) is not the harness's: one model trained on the
 first training subset with σ² = its variance and μ = 0.001, tested on every
@@ -165,9 +177,86 @@ def paper_protocol(data_dir) -> list[dict]:
     return rows
 
 
+def _scale_rows(method: str, n: int, exhaustive_max: int):
+    """(label, estimator) of one size; the exhaustive fits only up to ``exhaustive_max`` points."""
+    from kfdnumba import MatchingPursuitKFD
+
+    rows = []
+    if method == "reformative":
+        if n <= exhaustive_max:
+            rows.append(("Reformative, every candidate", ReformativeKFD(sigma=0.7, n_candidates=None)))
+        rows.append(("Reformative, kappa = 59", ReformativeKFD(sigma=0.7, n_candidates=59, random_state=0)))
+        rows.append(("Reformative, auto", ReformativeKFD(sigma=0.7, random_state=0)))
+    else:
+        if n <= exhaustive_max:
+            rows.append(("MPKFDA, every candidate", MatchingPursuitKFD(sigma=0.7, n_candidates=None, random_state=0)))
+        rows.append(("MPKFDA, auto", MatchingPursuitKFD(sigma=0.7, random_state=0)))
+    return rows
+
+
+def scale(sizes, methods, exhaustive_max: int) -> list[dict]:
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.linear_model import RidgeClassifierCV
+    from sklearn.pipeline import make_pipeline
+    from threads import banana_like
+
+    Xt, yt = banana_like(10_000, seed=1)
+    Xw, yw = banana_like(300, seed=2)
+    for method in methods:  # warm-up: compile every kernel of both paths
+        for _, est in _scale_rows(method, 10**9, 10**9):
+            est.fit(Xw, yw)
+    results = []
+    print(f"{'l':>7}  {'method':<34}{'fit s':>9}{'cpu s':>9}{'error %':>9}{'retained':>9}", flush=True)
+    for n in sizes:
+        X, y = banana_like(n, seed=0)
+        for method in methods:
+            for label, est in _scale_rows(method, n, exhaustive_max):
+                t, c = time.perf_counter(), time.process_time()
+                est.fit(X, y)
+                row = {
+                    "n": n,
+                    "method": label,
+                    "fit_s": time.perf_counter() - t,
+                    "cpu_s": time.process_time() - c,
+                    "error_pct": 100.0 * (1.0 - est.score(Xt, yt)),
+                    "retained": int(est.n_retained_),
+                }
+                results.append(row)
+                print(
+                    f"{n:>7}  {label:<34}{row['fit_s']:>9.2f}{row['cpu_s']:>9.2f}{row['error_pct']:>9.2f}"
+                    f"{row['retained']:>9}",
+                    flush=True,
+                )
+                m = row["retained"]
+                peer = make_pipeline(
+                    Nystroem(kernel="rbf", gamma=0.5 / 0.7**2, n_components=m, random_state=0),
+                    RidgeClassifierCV(alphas=np.logspace(-6, 3, 10)),
+                )
+                t, c = time.perf_counter(), time.process_time()
+                peer.fit(X, y)
+                row = {
+                    "n": n,
+                    "method": f"  Nystroem(m={m}) + RidgeCV",
+                    "fit_s": time.perf_counter() - t,
+                    "cpu_s": time.process_time() - c,
+                    "error_pct": 100.0 * np.mean(peer.predict(Xt) != yt),
+                    "retained": m,
+                }
+                results.append(row)
+                print(
+                    f"{n:>7}  {row['method']:<34}{row['fit_s']:>9.2f}{row['cpu_s']:>9.2f}{row['error_pct']:>9.2f}"
+                    f"{m:>9}",
+                    flush=True,
+                )
+    return results
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["speed", "accuracy", "paper"])
+    parser.add_argument("what", choices=["speed", "accuracy", "paper", "scale"])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 5000, 20000, 100000], help="scale: ℓ")
+    parser.add_argument("--methods", nargs="+", choices=["reformative", "mpkfda"], default=["reformative", "mpkfda"])
+    parser.add_argument("--exhaustive-max", type=int, default=20000, help="scale: largest ℓ of an exhaustive fit")
     parser.add_argument("--blocked", action="store_true", help="speed: also time the blocked path")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--datasets", nargs="+", default=list(PAPER))
@@ -177,6 +266,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.what == "speed":
         result = speed(args.blocked, args.repeats)
+    elif args.what == "scale":
+        result = scale(args.sizes, args.methods, args.exhaustive_max)
     elif args.what == "paper":
         result = paper_protocol(default_data_dir())
     else:

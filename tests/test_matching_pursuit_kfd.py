@@ -243,6 +243,39 @@ def test_candidate_subset_scores_only_the_subset(small):
     np.testing.assert_array_equal(one.bases_, expected)
 
 
+@pytest.mark.parametrize("criterion", ["pseudo", "optimal"])
+def test_auto_candidates_at_small_size_is_every_candidate(criterion, small):
+    X, y, _ = small
+    kw = dict(sigma=SIGMA, n_bases=10, criterion=criterion, random_state=3)
+    auto = MatchingPursuitKFD(**kw).fit(X, y)  # n_candidates="auto", the default
+    none = MatchingPursuitKFD(n_candidates=None, **kw).fit(X, y)
+    every = MatchingPursuitKFD(n_candidates=50, **kw).fit(X, y)  # κ = ℓ: every point a candidate
+    np.testing.assert_array_equal(auto.bases_, none.bases_)
+    np.testing.assert_array_equal(auto.alpha_, none.alpha_)
+    np.testing.assert_array_equal(every.bases_, none.bases_)
+    np.testing.assert_allclose(every.decision_function(X), none.decision_function(X), rtol=1e-12, atol=1e-12)
+
+
+def test_auto_candidates_above_the_switch_is_a_subset_on_the_implicit_kernel(small, monkeypatch, capsys):
+    import kfdnumba.matching_pursuit_kfd as mp
+
+    X, y, _ = small
+    est = _MatchingPursuitKFD()
+    assert est._candidates(mp.AUTO_EXHAUSTIVE_MAX_N) is None
+    assert est._representation(mp.AUTO_EXHAUSTIVE_MAX_N) == "dense"
+    assert est._candidates(mp.AUTO_EXHAUSTIVE_MAX_N + 1) == mp.AUTO_CANDIDATES
+    assert est._representation(mp.AUTO_EXHAUSTIVE_MAX_N + 1) == "implicit"
+    assert _MatchingPursuitKFD(n_candidates=None)._representation(mp.AUTO_EXHAUSTIVE_MAX_N + 1) == "dense"
+    monkeypatch.setattr(mp, "AUTO_EXHAUSTIVE_MAX_N", 40)
+    monkeypatch.setattr(mp, "AUTO_CANDIDATES", 7)
+    kw = dict(sigma=SIGMA, n_bases=10, criterion="optimal", n_landmarks=30, random_state=5)
+    auto = MatchingPursuitKFD(verbose=1, **kw).fit(X, y)
+    assert "implicit" in capsys.readouterr().out
+    explicit = MatchingPursuitKFD(n_candidates=7, deflated_kernel="implicit", **kw).fit(X, y)
+    np.testing.assert_array_equal(auto.bases_, explicit.bases_)
+    np.testing.assert_array_equal(auto.alpha_, explicit.alpha_)
+
+
 @pytest.mark.parametrize(
     "criterion, deflation, stage",
     [
@@ -306,6 +339,8 @@ def test_more_bases_than_points_are_clamped(small):
         ({"n_bases": 0}, "n_bases"),
         ({"mu": 0.0}, "mu"),
         ({"n_candidates": 0}, "n_candidates"),
+        ({"n_candidates": "all"}, "n_candidates"),
+        ({"n_candidates": 1.5}, "n_candidates"),
         ({"deflated_kernel": "sparse"}, "deflated_kernel"),
         ({"n_landmarks": -1}, "n_landmarks"),
     ],
