@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -241,6 +242,7 @@ def table(sets, variants, peers, data_dir, seed=0, repeat=3):
         except Exception:  # noqa: BLE001 - a failing peer is reported per set below
             pass
     results = {}
+    print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     for set_name in sets:
         X, y, _ = load(set_name, data_dir)
         fold = stratified_folds(y, 10, seed)
@@ -292,6 +294,7 @@ def table(sets, variants, peers, data_dir, seed=0, repeat=3):
         summary = {n: (v if isinstance(v, str) else f"{v[0]:.2f} ({v[1]:.2f} s)") for n, v in row.items()}
         dda_info = {k: float(np.median(v)) for k, v in extra.items() if isinstance(v, list)}
         print(json.dumps({"set": set_name, **summary, "dda median k / steps": dda_info}), flush=True)
+    print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     print()
     print("| set | " + " | ".join(names) + " |")
     print("|---" * (len(names) + 1) + "|")

@@ -47,6 +47,13 @@ def kernel_pieces(Z, labels, alpha, beta, Tbar, c, eps, offset, symmetric=True):
     return value, Z.T @ LqZ, Z.T @ LgY
 
 
+@pytest.fixture
+def python_loop(monkeypatch):
+    """Run every IM loop step by step in Python (``DDA._im_loop``), whatever the size, so that the
+    Python-level pieces (``sphere_minimizer``, ``_majorize``) can be patched."""
+    monkeypatch.setattr(dda, "_FUSED_MAX_WORK", -1.0)
+
+
 # ------------------------------------------------------------------- kernels vs twins
 def test_pairwise_distances_and_nearest_neighbour_match_numpy():
     rng = np.random.default_rng(0)
@@ -198,7 +205,7 @@ def recording_sphere_minimizer(monkeypatch, replace=None):
     ],
 )
 def test_criterion_history_is_the_naive_f_of_every_step_and_never_rises(
-    monkeypatch, n_per_class, floor, max_iter, expected_stop
+    monkeypatch, python_loop, n_per_class, floor, max_iter, expected_stop
 ):
     """The fit stops before it would record a rise, so the stored history cannot rise by construction:
     record every T the IM step produced and recompute F at each with the pair-by-pair twin.
@@ -234,7 +241,7 @@ def test_criterion_history_is_the_naive_f_of_every_step_and_never_rises(
     assert F[-1] < F[0]
 
 
-def test_a_rise_stops_the_fit_and_keeps_the_previous_t(monkeypatch):
+def test_a_rise_stops_the_fit_and_keeps_the_previous_t(monkeypatch, python_loop):
     """A step that raises F (here: the third step forced back to the start T = I, above F after two
     steps) is not recorded; the fit keeps the previous T and says so."""
     recorded = recording_sphere_minimizer(monkeypatch, replace=lambda call, T: np.eye(6) if call == 2 else T)
@@ -311,7 +318,7 @@ def test_auto_floor_and_early_stopping_choose_from_inner_cv():
 
 
 @pytest.mark.parametrize("symmetric_max_n", [3000, 0])  # pair weights stored / row kernel
-def test_same_result_with_one_and_two_threads(monkeypatch, symmetric_max_n):
+def test_same_result_with_one_and_two_threads(monkeypatch, python_loop, symmetric_max_n):
     from kfdnumba import _threads
 
     monkeypatch.setattr(_threads, "_force_parallel", True)  # the parallel kernels on small data
@@ -531,7 +538,7 @@ def test_new_options_keep_the_criterion_monotone_and_match_the_naive_f(params):
         assert 0 < model.n_relaxed_ <= 25
 
 
-def test_relaxation_fallback_to_the_plain_step_keeps_f_monotone(monkeypatch):
+def test_relaxation_fallback_to_the_plain_step_keeps_f_monotone(monkeypatch, python_loop):
     """A relaxed step that raises F is replaced by the plain IM step: force every relaxed step to be bad
     (the support point negated) and check the fit equals the plain one."""
     rng = np.random.default_rng(5)
@@ -564,7 +571,7 @@ def test_default_fit_is_reproducible_with_random_state():
     np.testing.assert_array_equal(c.T_, d.T_)
 
 
-def test_cv_patience_stops_inner_runs_early_and_keeps_the_choice_valid(monkeypatch):
+def test_cv_patience_stops_inner_runs_early_and_keeps_the_choice_valid(monkeypatch, python_loop):
     rng = np.random.default_rng(31)
     X, y = blobs(rng, (20, 25, 15), 5)
     calls = []
@@ -596,3 +603,145 @@ def test_secular_root_matches_a_bisection():
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if np.sqrt(np.sum(w / (gap + mid) ** 2)) > radius else (lo, mid)
     assert t == pytest.approx(0.5 * (lo + hi), rel=1e-10)
+
+
+# ------------------------------------------------------- the IM run in one Numba call (small problems)
+@pytest.mark.parametrize("shape", [(3, 3), (5, 2), (6, 6)])
+def test_sphere_minimizer_kernel_matches_numpy(shape):
+    rng = np.random.default_rng(40)
+    for trial in range(6):
+        A = rng.standard_normal((shape[0], shape[0]))
+        Q = A @ A.T if trial % 2 else A + A.T  # PSD, then indefinite (not symmetrised: both take the mean)
+        Q[0, 1] += 0.1
+        R = rng.standard_normal(shape)
+        fallback = rng.standard_normal(shape)
+        radius = [0.3, 1.0, 3.0][trial % 3]
+        np.testing.assert_allclose(
+            dda._sphere_minimizer_kernel(Q, R, radius, fallback),
+            sphere_minimizer(Q, R, radius, fallback=fallback),
+            rtol=1e-10,
+            atol=1e-12,
+        )
+    # the hard case (R orthogonal to the bottom eigenvector), with and without a fallback direction there
+    Q = np.diag([1.0, 2.0, 5.0])
+    R = np.array([[0.0, 0.0], [0.3, 0.1], [0.5, -0.2]])
+    for radius in [0.05, 2.0]:
+        for fallback in [np.ones((3, 2)), np.vstack([np.zeros((1, 2)), np.ones((2, 2))])]:
+            np.testing.assert_allclose(
+                dda._sphere_minimizer_kernel(Q, R, radius, fallback),
+                sphere_minimizer(Q, R, radius, fallback=fallback),
+                rtol=1e-10,
+                atol=1e-12,
+            )
+
+
+@pytest.mark.parametrize("n_neighbours", [0, 3])
+@pytest.mark.parametrize("n_per_class, c", [((9, 12), 1.5), ((6, 8, 7), 0.8), ((6, 8, 7), np.inf)])
+def test_stored_majorizer_matches_naive(n_per_class, c, n_neighbours):
+    rng = np.random.default_rng(41)
+    Z, labels, alpha, beta, Tbar, (_, eps, offset) = pieces(rng, n_per_class, 4, 3, c=c)
+    n = Z.shape[0]
+    nb = np.empty((n, 0), dtype=np.int64)
+    if n_neighbours:
+        nb = dda._class_neighbours(np.ascontiguousarray(Z @ Tbar), labels, n_neighbours)
+        alpha, beta = _class_weights(labels, len(n_per_class), "all", n_neighbours)
+    buffers = (np.empty((n, n)), np.empty((n, n)), np.empty(n))
+    Y, value, LqZ, LgY = dda._stored_majorizer(Z, Tbar, labels, alpha, beta, c, eps, offset, nb, *buffers)
+    Qn, Cn = naive_majorizer_matrices(Z, Tbar, labels, alpha, beta, c, eps, offset, nb if n_neighbours else None)
+    np.testing.assert_allclose(Y, Z @ Tbar, rtol=1e-13, atol=1e-14)
+    naive_f = naive_criterion(Z @ Tbar, labels, alpha, beta, c, eps, offset, nb if n_neighbours else None)
+    assert value == pytest.approx(naive_f, rel=1e-11)
+    np.testing.assert_allclose(Z.T @ LqZ, Qn, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(Z.T @ LgY, Cn @ Tbar, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("truncate", [True, False])
+def test_validation_error_matches_numpy(truncate):
+    rng = np.random.default_rng(42)
+    Z = rng.standard_normal((30, 4))
+    Z_val = rng.standard_normal((12, 4))
+    train_codes = rng.integers(0, 3, 30)
+    val_codes = rng.integers(-1, 3, 12)  # -1: a class absent from the inner training set
+    model = DDA(n_components=None if truncate else 4)
+    U, _, Vt = np.linalg.svd(rng.standard_normal((4, 4)))
+    for S in ([3.0, 2.0, 1.0, 0.5], [3.0, 1.0, 0.1, 0.01], [3.0, 0.01, 0.01, 0.0]):  # none, two, three dropped
+        T = np.ascontiguousarray(U @ np.diag(S) @ Vt)
+        T_val = model._validation_map(T)
+        expected = int(np.sum(train_codes[naive_nearest_neighbour(Z_val @ T_val, Z @ T_val)] != val_codes))
+        got = dda._validation_error(Z, Z @ T, T, Z_val, val_codes, train_codes, truncate, model.rank_tol)
+        assert got == expected
+
+
+FUSED_CASES = [
+    {},  # the defaults: inner CV with validation errors, cv_patience, relaxation
+    {"relaxation": 1.0, "max_iter": 12},
+    {"cv_patience": None, "max_iter": 12},
+    {"n_components": 2, "max_iter": 10},
+    {"within_neighbours": 3, "max_iter": 10},
+    {"floor": "auto", "floor_grid": (0.3, 3.0), "max_iter": 8},
+    {"early_stopping": False, "tol": 1e-3},
+    {"early_stopping": False, "max_iter": 7, "class_terms": "paper", "huber_c": None},
+]
+
+
+@pytest.mark.parametrize("params", FUSED_CASES)
+def test_fused_im_run_matches_the_python_loop(monkeypatch, params):
+    """``_im_run`` (one Numba call per IM run) against ``DDA._im_loop`` (its step-by-step NumPy twin):
+    same steps, stop reasons, validation errors and choices; T and F equal up to round-off."""
+    rng = np.random.default_rng(43)
+    X, y = blobs(rng, (15, 20, 18), 5, shift=1.0)
+    runs = []
+    original = dda._im_run
+
+    def counting(*args):
+        runs.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(dda, "_im_run", counting)
+    fused = DDAClassifier(random_state=0, **params).fit(X, y)
+    assert runs  # small data: the fused path ran
+    monkeypatch.setattr(dda, "_FUSED_MAX_WORK", -1.0)
+    runs.clear()
+    loop = DDAClassifier(random_state=0, **params).fit(X, y)
+    assert not runs
+    for name in ("n_iter_", "stop_reason_", "n_relaxed_", "cv_steps_", "n_components_", "floor_"):
+        assert getattr(fused, name) == getattr(loop, name), name
+    np.testing.assert_allclose(fused.T_, loop.T_, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(fused.criterion_history_, loop.criterion_history_, rtol=1e-12)
+    if loop.cv_errors_ is None:
+        assert fused.cv_errors_ is None
+    else:
+        assert fused.cv_errors_.keys() == loop.cv_errors_.keys()
+        for key in loop.cv_errors_:
+            np.testing.assert_array_equal(fused.cv_errors_[key], loop.cv_errors_[key])
+    np.testing.assert_array_equal(fused.predict(X), loop.predict(X))
+
+
+@pytest.mark.parametrize(
+    "code, match",
+    [(dda._CRITERION_NON_FINITE, "criterion became non-finite"), (dda._STEP_NON_FINITE, "non-finite T")],
+)
+def test_fused_run_failures_raise(monkeypatch, code, match):
+    rng = np.random.default_rng(44)
+    X, y = blobs(rng, (10, 12), 3)
+
+    def failing(Z, T, *args):
+        return T, np.zeros(1), np.zeros(0, dtype=np.int64), code, 0, 0.0
+
+    monkeypatch.setattr(dda, "_im_run", failing)
+    with pytest.raises(FloatingPointError, match=match):
+        DDA(early_stopping=False).fit(X, y)
+
+
+def test_fused_run_reports_a_rise(monkeypatch, capsys):
+    rng = np.random.default_rng(45)
+    X, y = blobs(rng, (10, 12), 3)
+
+    def rising(Z, T, *args):
+        return T, np.array([2.0, 1.0]), np.zeros(0, dtype=np.int64), 2, 1, 3e-16
+
+    monkeypatch.setattr(dda, "_im_run", rising)
+    model = DDA(early_stopping=False, verbose=1).fit(X, y)
+    assert model.stop_reason_ == "criterion_rose" and model.n_iter_ == 1 and model.n_relaxed_ == 1
+    out = capsys.readouterr().out
+    assert "step 1: F = 1" in out and "step 2: F rose by 3e-16" in out

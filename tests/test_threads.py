@@ -124,6 +124,13 @@ PARALLEL_CASES = [
         {"floor": 0.5, "early_stopping": False, "max_iter": 3, "within_neighbours": 3, "neighbour_update": "step"},
         (45, 3, 9, 3),
     ),
+    # above dda._FUSED_MAX_WORK (n² (m + 2k) = 1.1e6): the step-by-step loop with the stored pair weights
+    (
+        "DDAClassifier, Python IM loop",
+        DDAClassifier,
+        {"floor": 0.5, "early_stopping": False, "max_iter": 2},
+        (350, 3, 10, 3),
+    ),
 ]
 
 
