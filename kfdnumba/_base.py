@@ -734,5 +734,6 @@ def check_memory(n_bytes: float, budget_gb: float, what: str) -> None:
     if n_bytes > budget_gb * 2**30:
         raise ValueError(
             f"{what} needs about {n_bytes / 2**30:.2f} GiB, above max_memory_gb={budget_gb:g}. "
-            "Raise max_memory_gb if the machine has the memory, or use a sparse greedy method."
+            "Raise max_memory_gb if the machine has the memory, or use a method whose memory grows with "
+            "l x (retained points): SparseGreedyKFD, or MatchingPursuitKFD / ReformativeKFD with n_candidates."
         )
