@@ -151,10 +151,10 @@ class KFD(KernelClassifier):
     }
     search_grid: ClassVar[dict] = {
         "sigma": [0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8],
-        "mu": [1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0],
+        "mu": ["auto", 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0],
         "threshold": ["auto", "midpoint", "bayes"],
     }
-    demo_params: ClassVar[dict] = {"sigma": 0.7, "mu": 1e-3}
+    demo_params: ClassVar[dict] = {"sigma": 0.7}
 
     def _fit_one_vs_rest(self, X, targets, rng):
         """One model per class from ONE Gram matrix (each class centres a copy; the last one K itself)."""
