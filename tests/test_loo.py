@@ -266,3 +266,21 @@ def test_leave_one_out_model_with_each_cut(cls):
         cuts[kind] = model.intercept_[0]
         assert model.loo_size_ == model.n_retained_
     assert len({round(float(c), 12) for c in cuts.values()}) == 3  # three different cuts of one model
+
+
+def test_matching_pursuit_auto_criterion_keeps_the_smaller_model_unless_the_other_is_better():
+    rng = np.random.default_rng(3)
+    n, d = 200, 8
+    y = np.where(np.arange(n) % 2 == 0, 1, -1)
+    X = rng.standard_normal((n, d))
+    X[y > 0] *= 2.0  # ringnorm-like: the classes differ in spread, not in mean
+    models = {c: MatchingPursuitKFD(sigma=3.0, criterion=c, random_state=0).fit(X, y) for c in ("pseudo", "random")}
+    auto = MatchingPursuitKFD(sigma=3.0, random_state=0).fit(X, y)
+    press = {c: m.loo_press_[m.loo_size_].min() for c, m in models.items()}
+    sizes = {c: m.loo_size_ for c, m in models.items()}
+    best = min(press.values())
+    near = [c for c in press if press[c] <= 1.01 * best]
+    expected = min(near, key=lambda c: sizes[c])
+    assert auto.criterion_ == expected
+    np.testing.assert_allclose(auto.dual_coef_, models[expected].dual_coef_, rtol=1e-12)
+    np.testing.assert_array_equal(auto.support_, models[expected].support_)

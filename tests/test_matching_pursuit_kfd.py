@@ -13,7 +13,7 @@ from kfdnumba import MatchingPursuitKFD as _MatchingPursuitKFD  # noqa: E402
 
 
 def MatchingPursuitKFD(**params):  # noqa: N802 - the paper's algorithm; the data-driven defaults are in test_loo.py
-    return _MatchingPursuitKFD(**{"n_bases": 50, "mu": 1e-3, "threshold": "midpoint", **params})
+    return _MatchingPursuitKFD(**{"n_bases": 50, "mu": 1e-3, "threshold": "midpoint", "criterion": "pseudo", **params})
 
 
 from kfdnumba.matching_pursuit_kfd import (  # noqa: E402
