@@ -61,6 +61,8 @@ from typing import ClassVar
 import numba
 import numpy as np
 import scipy.linalg
+import scipy.linalg.lapack
+from scipy.linalg.blas import dsyrk
 
 from ._base import Interval, KernelClassifier, KernelExpansion, Options, check_memory, choose_threshold, register
 from ._jit import jit
@@ -75,6 +77,11 @@ __all__ = ["LqKFD"]
 AUTO_RHOS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
 #: ``rho="auto"`` keeps the sparsest ρ whose leave-one-out error is within this fraction of the best.
 AUTO_RHO_RTOL = 0.01
+#: ``solver="auto"``: the exact path up to this many training points, the low-rank one above.
+AUTO_EXACT_MAX_N = 3000
+#: ``solver="auto"``: back to the exact path (when it fits in memory) if the factor would need more than this
+#: fraction of ℓ columns (the low-rank path then costs as much as the exact one).
+AUTO_MAX_RANK_FRACTION = 0.25
 
 
 # ------------------------------------------------------------------------- kernels
@@ -195,6 +202,69 @@ def _keep_above(active, omega, cut, penalize_bias):
     return new_active, new_omega
 
 
+@jit(parallel=False)
+def _lq_penalty(active, omega, q, penalize_bias):
+    """``Σ |ω_r|^q`` over the active set (the bias only when ``penalize_bias``)."""
+    penalty = 0.0
+    for r in range(active.shape[0]):
+        if active[r] == 0 and not penalize_bias:
+            continue
+        penalty += np.abs(omega[r]) ** q
+    return penalty
+
+
+#: Rows (or columns) per parallel chunk of the low-rank kernels: fixed, so 1 and 2 threads sum alike.
+_CHUNK = 512
+
+
+@jit
+def _pivoted_cholesky_column(factor_t, k, pivot, column, residual):
+    """Append column k of the pivoted Cholesky factor (row k of ``factor_t``) and update the residual diagonal.
+
+    ``factor_t`` holds Gᵀ (rows 0..k-1 are the earlier columns of G), ``column``
+    is ``K[:, pivot]``. Writes ``G[:, k] = (K[:, p] - G[:, :k] G[p, :k]ᵀ) / √d_p``
+    and ``d -= G[:, k]²`` (clipped at 0; ``d_p`` becomes exactly 0). O(ℓk).
+    """
+    n = column.shape[0]
+    scale = 1.0 / np.sqrt(residual[pivot])
+    n_chunks = (n + _CHUNK - 1) // _CHUNK
+    for b in numba.prange(n_chunks):
+        lo = b * _CHUNK
+        hi = min(n, lo + _CHUNK)
+        for i in range(lo, hi):
+            factor_t[k, i] = column[i]
+        for j in range(k):
+            a = factor_t[j, pivot]
+            for i in range(lo, hi):
+                factor_t[k, i] -= a * factor_t[j, i]
+        for i in range(lo, hi):
+            v = factor_t[k, i] * scale
+            factor_t[k, i] = v
+            residual[i] = max(residual[i] - v * v, 0.0)
+    residual[pivot] = 0.0
+
+
+@jit
+def _gathered_coordinates(P, active, omega, out):
+    """``u = P[active]ᵀ ω`` into ``out`` ((r+1),): the coordinates of ``K̃ω`` in the orthonormal basis Q.
+
+    Parallel over column chunks of P; each chunk sums over the active rows in order.
+    """
+    width = P.shape[1]
+    m = active.shape[0]
+    n_chunks = (width + 63) // 64
+    for b in numba.prange(n_chunks):
+        lo = b * 64
+        hi = min(width, lo + 64)
+        for c in range(lo, hi):
+            out[c] = 0.0
+        for r in range(m):
+            w = omega[r]
+            row = active[r]
+            for c in range(lo, hi):
+                out[c] += w * P[row, c]
+
+
 def _monotone_prune(active, omega, prune_tol, penalize_bias, j_new, objective):
     """Return the largest pruning that does not raise J, or None.
 
@@ -234,25 +304,34 @@ def _monotone_prune(active, omega, prune_tol, penalize_bias, j_new, objective):
     return best
 
 
-def _support_loo(K: np.ndarray, y: np.ndarray, active: np.ndarray, omega: np.ndarray) -> LooPath:
+def _support_loo(columns, y: np.ndarray, active: np.ndarray, omega: np.ndarray) -> LooPath:
     """Return the leave-one-out ridge path over one kFDA_q fit's retained samples, largest ``|α|`` first.
 
-    The retained columns ``K[:, j]`` are appended to a :class:`kfdnumba._loo.LooPath`
-    (±1 labels, intercept, λ grid of :func:`default_lambdas`) in order of
-    decreasing ``|α_j|``: its PRESS prices every prefix of that ordering and
-    every λ at once (the best prefix may be shorter than the fit's support).
-    Unlike a leave-one-out value of the reweighted fixed point itself, this is
-    the exact leave-one-out error of the ridge model on those columns (only
-    the choice of the columns is not redone per left-out point).
+    The retained columns ``K[:, j]`` (``columns(indices)`` returns them as an
+    ℓ × s block: read from K on the exact path, computed from X on the
+    low-rank one) are appended to a :class:`kfdnumba._loo.LooPath` (±1 labels,
+    intercept, λ grid of :func:`default_lambdas`) in order of decreasing
+    ``|α_j|``: its PRESS prices every prefix of that ordering and every λ at
+    once (the best prefix may be shorter than the fit's support). Unlike a
+    leave-one-out value of the reweighted fixed point itself, this is the
+    exact leave-one-out error of the ridge model on those columns (only the
+    choice of the columns is not redone per left-out point).
     """
     is_alpha = active > 0
     order = np.argsort(-np.abs(omega[is_alpha]), kind="stable")
     support = active[is_alpha][order] - 1
-    n = K.shape[0]
+    n = y.shape[0]
     path = LooPath(y, default_lambdas(n), max(1, support.shape[0]), patience=support.shape[0] + 1)
-    for j in support:
-        path.append(K[:, j], int(j))  # a dependent column is refused (the path goes on without it)
+    for lo in range(0, support.shape[0], _LOO_BLOCK):
+        chunk = support[lo : lo + _LOO_BLOCK]
+        block = np.ascontiguousarray(columns(chunk).T)  # one row per column
+        for t, j in enumerate(chunk):
+            path.append(block[t], int(j))  # a dependent column is refused (the path goes on without it)
     return path
+
+
+#: Kernel columns computed at a time for :func:`_support_loo` (bounded memory on the low-rank path).
+_LOO_BLOCK = 64
 
 
 # ----------------------------------------------------------------- linear algebra
@@ -263,13 +342,199 @@ def _solve_scaled(system: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return scipy.linalg.cho_solve(factor, rhs, check_finite=False)
 
 
+def _pivoted_cholesky(kernel, X: np.ndarray, max_rank: int, tol: float) -> tuple[np.ndarray, float]:
+    """Return Gᵀ (r × ℓ) with ``K ≈ G Gᵀ`` by pivoted incomplete Cholesky, and the final residual ratio.
+
+    Pivot: the largest residual diagonal ``d_i = K_ii - ‖G_i‖²``; one kernel
+    column ``K[:, p]`` per pivot (``kernel.block``); stop once
+    ``max d ≤ tol · max K_ii`` or at ``max_rank`` columns. Deterministic
+    (ties: the first index). ``K - G Gᵀ`` is positive semidefinite with
+    diagonal ``d``, so every entry is at most ``max d`` in size. O(ℓr²) time,
+    O(ℓr) memory (the ``max_rank`` rows are reserved, only r are touched).
+    """
+    n = X.shape[0]
+    residual = np.array(kernel.diag(X), dtype=np.float64)
+    scale = float(residual.max(initial=0.0))
+    factor_t = np.empty((max_rank, n))
+    k = 0
+    while k < max_rank:
+        pivot = int(np.argmax(residual))
+        if not residual[pivot] > tol * scale:
+            break
+        column = kernel.block(X, X[pivot : pivot + 1]).ravel()  # K[:, p]
+        _pivoted_cholesky_column.run(n * (k + 2), factor_t, k, pivot, column, residual)
+        k += 1
+    ratio = float(residual.max(initial=0.0) / scale) if scale > 0 else 0.0
+    return factor_t[:k], ratio
+
+
+def _apply_q(qr: np.ndarray, tau: np.ndarray, v: np.ndarray, trans: str) -> np.ndarray:
+    """``Qᵀv`` (``trans="T"``) or ``Qv`` (``"N"``), Q the full ℓ × ℓ factor of a ``dgeqrf`` QR (LAPACK ``ormqr``)."""
+    c = np.array(v, dtype=np.float64).reshape(-1, 1)  # a copy: ormqr overwrites it
+    out, _, info = scipy.linalg.lapack.dormqr("L", trans, qr, tau, c, max(1, 64 * c.shape[1]), overwrite_c=1)
+    if info != 0:  # pragma: no cover - LAPACK argument error
+        raise RuntimeError(f"dormqr failed (info={info})")
+    return out[:, 0]
+
+
+def _woodbury_solve(P, active, psi, ridge_value, exempt_bias, rhs):
+    """Solve ``(C Cᵀ + D) x = rhs`` with ``C = Ψ_A P[A]`` (m × (r+1)) in O(m r² + r³), nothing m × m formed.
+
+    ``D = cI`` (``c = ridge_value``), except ``D_00 = 0`` for an exempt bias
+    (``exempt_bias``: ``active[0] == 0``). With ``T = cI + C_Rᵀ C_R`` over the
+    penalised rows R (Cholesky, (r+1)²), Woodbury gives
+    ``(C_R C_Rᵀ + cI)⁻¹ b = (b - C_R T⁻¹ C_Rᵀ b) / c``; an exempt bias row
+    ``c_b = ψ_0 P[0]`` is eliminated by its Schur complement
+    ``σ = c · c_bᵀ T⁻¹ c_b`` (positive; guarded):
+    ``x_b = (rhs_b - c_bᵀ T⁻¹ w) / σ``, ``x_R = (rhs_R - C_R T⁻¹ (w + c x_b c_b)) / c``
+    with ``w = C_Rᵀ rhs_R``. Rows of C are formed in chunks (bounded memory).
+    """
+    m, width = active.shape[0], P.shape[1]
+    c = float(ridge_value)
+    start = 1 if exempt_bias else 0
+    step = max(256, (1 << 20) // width)
+    T = np.zeros((width, width), order="F")
+    w = np.zeros(width)
+    x = np.empty(m)
+    with blas_section(float(m) * width * width + width**3 / 3.0):
+        for lo in range(start, m, step):
+            hi = min(m, lo + step)
+            C = psi[lo:hi, None] * P[active[lo:hi]]
+            T = dsyrk(1.0, C.T, beta=1.0, c=T, trans=0, lower=0, overwrite_c=1)  # += C_chunkᵀ C_chunk (upper)
+            w += C.T @ rhs[lo:hi]
+        T[np.diag_indices(width)] += c
+        factor = scipy.linalg.cho_factor(T, lower=False, overwrite_a=True, check_finite=False)
+        if exempt_bias:
+            c_b = psi[0] * P[active[0]]
+            solved = scipy.linalg.cho_solve(factor, np.column_stack([w, c_b]), check_finite=False)
+            t_w, t_b = solved[:, 0], solved[:, 1]
+            sigma = c * float(c_b @ t_b)  # Schur complement of the bias row
+            if not (np.isfinite(sigma) and sigma > 0.0):
+                raise np.linalg.LinAlgError("the bias row's Schur complement is not positive")
+            x[0] = (rhs[0] - float(c_b @ t_w)) / sigma
+            y = t_w + (c * x[0]) * t_b
+        else:
+            y = scipy.linalg.cho_solve(factor, w, check_finite=False)
+        for lo in range(start, m, step):
+            hi = min(m, lo + step)
+            x[lo:hi] = (rhs[lo:hi] - (psi[lo:hi, None] * P[active[lo:hi]]) @ y) / c
+    return x
+
+
 @dataclass
-class _SharedGram:
-    """What every binary problem on the same X shares: K, the lower triangle of K², column sums."""
+class _Targets:
+    """What depends on the targets ŷ: ``g = K̃ᵀŷ`` and, low rank, ``z = Qᵀŷ`` and ``‖ŷ - QQᵀŷ‖²``."""
+
+    yhat: np.ndarray
+    g: np.ndarray
+    coordinates: np.ndarray | None = None
+    misfit_floor: float = 0.0
+
+
+@dataclass
+class _ExactGram:
+    """What every binary problem on the same X shares, exact path: K, the lower triangle of K², column sums."""
 
     K: np.ndarray
     KK: np.ndarray
     col_sums: np.ndarray
+    solver: ClassVar[str] = "exact"
+    rank: ClassVar[None] = None
+
+    @property
+    def n(self) -> int:
+        return self.K.shape[0]
+
+    def columns(self, indices: np.ndarray) -> np.ndarray:
+        return self.K[:, indices]
+
+    def targets(self, yhat: np.ndarray) -> _Targets:
+        g = np.empty(self.n + 1)
+        g[0] = yhat.sum()
+        g[1:] = self.K @ yhat  # K symmetric: Kᵀŷ = Kŷ
+        return _Targets(yhat=yhat, g=g)
+
+    def solve(self, active, psi, ridge, rhs):
+        """Eq. (8) on the active set: ``(Ψ G_AA Ψ + diag(ridge))⁻¹ rhs`` (LinAlgError if not SPD)."""
+        m = active.shape[0]
+        system = np.empty((m, m))
+        _scaled_active_system.run(m * m // 2, self.KK, self.col_sums, active, psi, ridge, system)
+        with blas_section(m**3 / 3.0):  # LAPACK Cholesky: BLAS threads when large, Numba one
+            return _solve_scaled(system, rhs)
+
+    def objective(self, targets, active, omega, penalty_weight, q, penalize_bias):
+        """Return ``(J, f)``: eq. (5) and the training outputs ``f = K̃ω`` (O(ℓm))."""
+        outputs = np.empty(self.n)
+        j = _outputs_and_objective.run(
+            self.n * active.shape[0], self.K, targets.yhat, active, omega, penalty_weight, q, penalize_bias, outputs
+        )
+        return j, outputs
+
+    def outputs(self, targets, active, omega):
+        return self.objective(targets, active, omega, 0.0, 1.0, False)[1]
+
+
+@dataclass
+class _LowRankGram:
+    """Low-rank path: ``K ≈ GGᵀ`` (pivoted Cholesky), ``F = [1 G] = QR_F``, ``K̃ ≈ Q Pᵀ`` (module docstring).
+
+    ``qr``/``tau``: the ``dgeqrf`` factorisation of F (ℓ × (r+1), Fortran
+    order); ``P = H R_Fᵀ`` ((ℓ+1) × (r+1); r+1 is capped at ℓ). Nothing ℓ × ℓ is formed.
+    """
+
+    qr: np.ndarray
+    tau: np.ndarray
+    P: np.ndarray
+    kernel: object
+    X: np.ndarray
+    rank: int
+    residual: float
+    solver: ClassVar[str] = "lowrank"
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+    def columns(self, indices: np.ndarray) -> np.ndarray:
+        return self.kernel.columns(self.X, indices)  # computed from X: no ℓ × ℓ K
+
+    def targets(self, yhat: np.ndarray) -> _Targets:
+        width = self.P.shape[1]
+        qty = _apply_q(self.qr, self.tau, yhat, "T")
+        z = qty[:width].copy()
+        floor = float(qty[width:] @ qty[width:])  # ‖ŷ - QQᵀŷ‖²: the part no K̃ω can fit
+        with blas_section(2.0 * self.P.size):
+            g = self.P @ z  # K̃ᵀŷ = P Qᵀŷ
+        return _Targets(yhat=yhat, g=g, coordinates=z, misfit_floor=floor)
+
+    def solve(self, active, psi, ridge, rhs):
+        """Eq. (8) on the active set with ``G_AA = P_A P_Aᵀ``: direct (m ≤ r) or Woodbury (m > r)."""
+        m, width = active.shape[0], self.P.shape[1]
+        if m * m * (3 * width + m) <= width * width * (3 * m + width):  # m²(r+1) + m³/3 vs m(r+1)² + (r+1)³/3
+            C = psi[:, None] * self.P[active]
+            with blas_section(float(m) * m * width + m**3 / 3.0):
+                system = np.ascontiguousarray(row_gram_lower(C))  # lower triangle of Ψ P_A P_Aᵀ Ψ
+                system[np.diag_indices(m)] += ridge
+                return _solve_scaled(system, rhs)
+        exempt = bool(active[0] == 0 and ridge[0] == 0.0)
+        return _woodbury_solve(self.P, active, psi, float(ridge.max()), exempt, rhs)
+
+    def _coordinates(self, active, omega):
+        u = np.empty(self.P.shape[1])
+        _gathered_coordinates.run(active.shape[0] * u.shape[0], self.P, active, omega, u)
+        return u
+
+    def objective(self, targets, active, omega, penalty_weight, q, penalize_bias):
+        """Return ``(J, None)``: ``‖ŷ - Qu‖² = floor + ‖z - u‖²`` with ``u = P_Aᵀω_A``, O(m r), no outputs."""
+        d = targets.coordinates - self._coordinates(active, omega)
+        misfit = targets.misfit_floor + float(d @ d)
+        return 0.5 * misfit + penalty_weight * _lq_penalty(active, omega, q, penalize_bias), None
+
+    def outputs(self, targets, active, omega):
+        """Training outputs ``f = Q u`` (O(ℓr))."""
+        full = np.zeros(self.n)
+        full[: self.P.shape[1]] = self._coordinates(active, omega)
+        return _apply_q(self.qr, self.tau, full, "N")
 
 
 # ---------------------------------------------------------------------- estimator
@@ -365,6 +630,9 @@ class LqKFD(KernelClassifier):
     prune_tol: float = 1e-3
     threshold: str = "auto"
     max_memory_gb: float = 4.0
+    solver: str = "auto"
+    max_rank: int = 1000
+    lowrank_tol: float = 1e-8
 
     _parameter_constraints: ClassVar[dict] = {
         "rho": [Interval("real", 0, None, "neither"), Options(("auto",))],
@@ -375,6 +643,9 @@ class LqKFD(KernelClassifier):
         "prune_tol": [Interval("real", 0, 1, "left")],
         "threshold": [Options(("auto", "midpoint"))],
         "max_memory_gb": [Interval("real", 0, None, "neither")],
+        "solver": [Options(("auto", "exact", "lowrank"))],
+        "max_rank": [Interval("int", 1, None)],
+        "lowrank_tol": [Interval("real", 0, 1, "left")],
     }
     #: σ multiples reach 2.8: heart and breast_cancer chose the top of a grid ending at 1.4.
     search_grid: ClassVar[dict] = {
@@ -385,28 +656,67 @@ class LqKFD(KernelClassifier):
     demo_params: ClassVar[dict] = {"sigma": 0.7}
 
     # ------------------------------------------------------------------ pieces
-    def _shared_gram(self, X: np.ndarray) -> _SharedGram:
+    def _shared_gram(self, X: np.ndarray) -> _ExactGram | _LowRankGram:
+        """K's shared form for every class: exact (K, K²) or low rank (module docstring), per ``solver``."""
+        n = X.shape[0]
+        exact_bytes = 24.0 * (n + 1) ** 2
+        if self.solver == "exact" or (self.solver == "auto" and n <= AUTO_EXACT_MAX_N):
+            return self._exact_gram(X)
+        max_rank = min(int(self.max_rank), n)
+        fallback = self.solver == "auto" and exact_bytes <= self.max_memory_gb * 2**30
+        limit = min(max_rank, max(1, int(AUTO_MAX_RANK_FRACTION * n))) if fallback else max_rank
+        gram = self._lowrank_gram(X, limit)
+        if fallback and gram.rank >= limit and gram.residual > self.lowrank_tol and limit < max_rank:
+            self._log(f"low-rank factor reached rank {gram.rank} of {n} points: the exact path instead")
+            del gram
+            return self._exact_gram(X)
+        return gram
+
+    def _exact_gram(self, X: np.ndarray) -> _ExactGram:
         n = X.shape[0]
         check_memory(24.0 * (n + 1) ** 2, self.max_memory_gb, f"LqKFD with {n} training points (K, K² and the system)")
         self._log(f"Gram matrix {n} x {n} and K^T K")
         K = self.kernel_.block(X, X)
         with blas_section(float(n) ** 3):  # syrk: BLAS threads, Numba one
             KK = row_gram_lower(K)
-        return _SharedGram(K=K, KK=KK, col_sums=K.sum(axis=0))
+        return _ExactGram(K=K, KK=KK, col_sums=K.sum(axis=0))
 
-    def _fit_targets(self, gram: _SharedGram, y: np.ndarray) -> KernelExpansion:
-        K, n = gram.K, gram.K.shape[0]
+    def _lowrank_gram(self, X: np.ndarray, max_rank: int) -> _LowRankGram:
+        n = X.shape[0]
+        width = max_rank + 1
+        check_memory(
+            8.0 * (3.0 * n * width + 3.0 * width**2),
+            self.max_memory_gb,
+            f"LqKFD low-rank path with {n} training points and max_rank={max_rank} (factor, its QR and P)",
+        )
+        factor_t, residual = _pivoted_cholesky(self.kernel_, X, max_rank, float(self.lowrank_tol))
+        r = factor_t.shape[0]
+        self._log(f"pivoted Cholesky: rank {r} of {n}, largest residual diagonal {residual:.3g}")
+        with blas_section(2.0 * n * (r + 1) ** 2):  # QR and P: BLAS threads, Numba one
+            F = np.empty((r + 1, n))  # Fᵀ in C order = F in Fortran order
+            F[0] = 1.0
+            F[1:] = factor_t
+            qr, tau, _, info = scipy.linalg.lapack.dgeqrf(F.T, lwork=64 * (r + 1), overwrite_a=1)
+            if info != 0:  # pragma: no cover - LAPACK argument error
+                raise RuntimeError(f"dgeqrf failed (info={info})")
+            width = min(n, r + 1)  # Q is ℓ × width (r = ℓ: F has more columns than rows)
+            R = np.triu(qr[:width])  # F = Q R_F
+            P = np.empty((n + 1, width))  # P = H R_Fᵀ: row 0 = (R_F e₀)ᵀ, rows j ≥ 1 = G_j R_F[:, 1:]ᵀ
+            P[0] = R[:, 0]
+            np.matmul(factor_t.T, R[:, 1:].T, out=P[1:])
+        return _LowRankGram(qr=qr[:, :width], tau=tau, P=P, kernel=self.kernel_, X=X, rank=r, residual=residual)
+
+    def _fit_targets(self, gram, y: np.ndarray) -> KernelExpansion:
+        n = gram.n
         n_pos = int(np.count_nonzero(y > 0))
         n_neg = n - n_pos
         yhat = np.where(y > 0, n / n_pos, -n / n_neg)
         midpoint = 0.5 * n * (1.0 / n_pos - 1.0 / n_neg)  # of the two targets: the paper's cut
-        g = np.empty(n + 1)
-        g[0] = yhat.sum()
-        g[1:] = K @ yhat  # K symmetric: Kᵀŷ = Kŷ
+        targets = gram.targets(yhat)
         state = (np.arange(n + 1, dtype=np.int64), np.ones(n + 1))  # no zero entry: first iterate = ridge
         if self.rho == "auto":
-            return self._fit_rho_path(gram, y, yhat, g, state)
-        run = self._majorize_minimize(gram, yhat, g, float(self.rho), *state)
+            return self._fit_rho_path(gram, y, targets, state)
+        run = self._majorize_minimize(gram, targets, float(self.rho), *state)
         active, omega, outputs = run["active"], run["omega"], run["outputs"]
         pos = y > 0
         if not outputs[pos].mean() > outputs[~pos].mean():
@@ -422,10 +732,7 @@ class LqKFD(KernelClassifier):
             "alpha": alpha,
             "bias": bias,
             "threshold": threshold,
-            "j_history": np.asarray(run["j_history"]),
-            "active_history": np.asarray(run["active_history"], dtype=np.intp),
-            "elapsed_history": np.asarray(run["elapsed_history"]),
-            "n_iter": len(run["j_history"]),
+            **self._run_info(gram, run),
         }
         return KernelExpansion(
             support=support,
@@ -436,25 +743,37 @@ class LqKFD(KernelClassifier):
             info=info,
         )
 
-    def _fit_rho_path(self, gram: _SharedGram, y, yhat, g, state) -> KernelExpansion:
+    @staticmethod
+    def _run_info(gram, run) -> dict:
+        return {
+            "j_history": np.asarray(run["j_history"]),
+            "active_history": np.asarray(run["active_history"], dtype=np.intp),
+            "elapsed_history": np.asarray(run["elapsed_history"]),
+            "n_iter": len(run["j_history"]),
+            "solver": gram.solver,
+            "rank": gram.rank,
+        }
+
+    def _fit_rho_path(self, gram, y, targets, state) -> KernelExpansion:
         """``rho="auto"``: kFDA_q along ``AUTO_RHOS`` (warm-started), each support priced by leave-one-out.
 
         Every ρ's retained samples, largest ``|α|`` first, go through one
-        :class:`kfdnumba._loo.LooPath` (:func:`_support_loo`): the best prefix
-        and λ of each ρ, and its PRESS. The model is the smallest one whose
-        PRESS is within ``AUTO_RHO_RTOL`` of the best over the whole path: the
-        ridge fit on that prefix (λ by leave-one-out), its cut and
-        probabilities from the leave-one-out outputs.
+        :class:`kfdnumba._loo.LooPath` (:func:`_support_loo`; their kernel
+        columns from ``gram.columns``: K on the exact path, computed from X on
+        the low-rank one): the best prefix and λ of each ρ, and its PRESS. The
+        model is the smallest one whose PRESS is within ``AUTO_RHO_RTOL`` of
+        the best over the whole path: the ridge fit on that prefix (λ by
+        leave-one-out), its cut and probabilities from the leave-one-out
+        outputs.
         """
-        K = gram.K
         ypm = np.where(y > 0, 1.0, -1.0)
         rho_path, picks = [], []
         for rho in AUTO_RHOS:
-            run = self._majorize_minimize(gram, yhat, g, float(rho), *state)
+            run = self._majorize_minimize(gram, targets, float(rho), *state, need_outputs=False)
             state = (run["active"], run["omega"])
             if not np.any(run["active"] > 0):
                 break  # every α pruned: larger ρ cannot bring one back
-            path = _support_loo(K, ypm, run["active"], run["omega"])
+            path = _support_loo(gram.columns, ypm, run["active"], run["omega"])
             choice = path.choice()
             press = float(choice.press_path[choice.size].min())
             kept = int(np.count_nonzero(run["active"]))
@@ -468,46 +787,36 @@ class LqKFD(KernelClassifier):
         pick = int(near[np.lexsort((-near, table[near, 3]))[0]])  # fewest points, then the larger ρ
         run, path, choice = picks[pick]
         self._log(f"leave-one-out: rho = {AUTO_RHOS[pick]:.3g}, {choice.size} points, lambda = {choice.lam:.3g}")
-        info = {
-            "j_history": np.asarray(run["j_history"]),
-            "active_history": np.asarray(run["active_history"], dtype=np.intp),
-            "elapsed_history": np.asarray(run["elapsed_history"]),
-            "n_iter": len(run["j_history"]),
-            "rho_path": table,
-            "loo_rho": AUTO_RHOS[pick],
-        }
+        info = {**self._run_info(gram, run), "rho_path": table, "loo_rho": AUTO_RHOS[pick]}
         expansion = loo_expansion(choice, path.indices[: choice.size], y > 0, self.threshold, info)
         order = np.argsort(expansion.support)  # alpha_ follows support_ (increasing indices)
         expansion.info.update(alpha=expansion.coef[order], bias=expansion.intercept, threshold=expansion.threshold)
         return expansion
 
-    def _majorize_minimize(self, gram, yhat, g, rho, active, omega) -> dict:
-        """Eq. (8) iterations from ``(active, omega)`` until J settles: the kFDA_q fit for one ρ."""
-        K, n = gram.K, gram.K.shape[0]
+    def _majorize_minimize(self, gram, targets, rho, active, omega, need_outputs=True) -> dict:
+        """Eq. (8) iterations from ``(active, omega)`` until J settles: the kFDA_q fit for one ρ.
+
+        The one loop of both paths: ``gram`` (:class:`_ExactGram` or
+        :class:`_LowRankGram`) solves the active system and evaluates J (and,
+        exact path, the outputs on the way).
+        """
+        n = gram.n
         q, rho_l = float(self.q), rho * n
         penalize = bool(self.penalize_bias)
-        outputs = np.empty(n)
 
-        def objective(trial_active, trial_omega):  # J and the outputs of a pruned iterate
-            trial_outputs = np.empty(n)
-            j_trial = _outputs_and_objective.run(
-                n * trial_active.shape[0], K, yhat, trial_active, trial_omega, rho_l, q, penalize, trial_outputs
-            )
-            return j_trial, trial_outputs
+        def objective(trial_active, trial_omega):  # J (and the outputs, exact path) of a pruned iterate
+            return gram.objective(targets, trial_active, trial_omega, rho_l, q, penalize)
 
         j_history, active_history, elapsed_history = [], [], []
         progress = self._progress(self.max_iter, "iterations")
         start = time.perf_counter()
         j_old = np.inf
+        outputs = None
         for iteration in range(1, self.max_iter + 1):
-            m = active.shape[0]
-            active_history.append(m)
+            active_history.append(active.shape[0])
             psi, ridge = _majorizer_scaling(active, omega, q, rho_l * q, penalize)
-            system = np.empty((m, m))
-            _scaled_active_system.run(m * m // 2, gram.KK, gram.col_sums, active, psi, ridge, system)
             try:
-                with blas_section(m**3 / 3.0):  # LAPACK Cholesky: BLAS threads when large, Numba one
-                    v = _solve_scaled(system, psi * g[active])  # eq. (8) on the active set
+                v = gram.solve(active, psi, ridge, psi * targets.g[active])  # eq. (8) on the active set
             except np.linalg.LinAlgError:
                 raise ValueError(
                     f"the eq. (8) system is not positive definite (rho={rho:g}, sigma={self.kernel_.sigma:g}); "
@@ -516,13 +825,12 @@ class LqKFD(KernelClassifier):
             omega = psi * v
             if not np.isfinite(omega).all():
                 raise ValueError(f"LqKFD diverged (non-finite coefficients) for rho={rho:g}; increase rho.")
-            j_new = _outputs_and_objective.run(n * m, K, yhat, active, omega, rho_l, q, penalize, outputs)
+            j_new, outputs = objective(active, omega)
             # Pruning is not an MM step: keep only a pruning that does not raise J,
             # so that J never increases (the rest shrink further first).
             pruned = _monotone_prune(active, omega, float(self.prune_tol), penalize, j_new, objective)
             if pruned is not None:
-                active, omega, j_new, pruned_out = pruned
-                outputs[:] = pruned_out
+                active, omega, j_new, outputs = pruned
             j_history.append(j_new)
             elapsed_history.append(time.perf_counter() - start)
             self._log(f"iteration {iteration}: J = {j_new:.10g}, active set {active.shape[0]}")
@@ -530,6 +838,8 @@ class LqKFD(KernelClassifier):
             if abs(j_old - j_new) < self.tol * abs(j_old):
                 break
             j_old = j_new
+        if outputs is None and need_outputs:
+            outputs = gram.outputs(targets, active, omega)
         return {
             "rho": rho,
             "active": active,
@@ -545,7 +855,7 @@ class LqKFD(KernelClassifier):
         return self._fit_targets(self._shared_gram(X), y)
 
     def _fit_one_vs_rest(self, X, targets, rng):
-        gram = self._shared_gram(X)  # K and K² once for all classes
+        gram = self._shared_gram(X)  # K and K² (or the low-rank factor) once for all classes
         expansions = []
         for c, y in enumerate(targets):
             self._log(f"one-vs-rest: class {self.classes_[c]!r} ({c + 1}/{targets.shape[0]})")

@@ -152,3 +152,35 @@ def naive_lq_kfd_unpruned(K, y, rho, q, tol=1e-12, max_iter=20000, penalize_bias
             break
         j_old = j_new
     return omega, np.asarray(j_history), threshold
+
+
+# ------------------------------------------------------------------ the low-rank path
+def naive_pivoted_cholesky(K, max_rank, tol):
+    """Pivoted incomplete Cholesky on the full K: G (ℓ × r) with K ≈ GGᵀ, pivot = largest residual diagonal.
+
+    Stops when the largest residual diagonal is ≤ tol · max K_ii or at max_rank columns.
+    """
+    n = K.shape[0]
+    residual = np.diag(K).astype(np.float64).copy()
+    scale = residual.max()
+    G = np.zeros((n, 0))
+    while G.shape[1] < max_rank:
+        p = int(np.argmax(residual))
+        if not residual[p] > tol * scale:
+            break
+        column = (K[:, p] - G @ G[p]) / np.sqrt(residual[p])
+        G = np.column_stack([G, column])
+        residual = np.maximum(residual - column**2, 0.0)
+        residual[p] = 0.0
+    return G
+
+
+def naive_gathered_coordinates(P, active, omega):
+    """u = P[active]ᵀ ω."""
+    return P[active].T @ omega
+
+
+def naive_lowrank_system(P, active, psi, ridge):
+    """The full active system Ψ_A P_A P_Aᵀ Ψ_A + diag(ridge) (G_AA of the low-rank K̃ = QPᵀ)."""
+    C = psi[:, None] * P[active]
+    return C @ C.T + np.diag(ridge)

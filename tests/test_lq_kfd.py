@@ -11,10 +11,13 @@ from conftest import two_blobs  # noqa: E402
 from naive_lq_kfd import (  # noqa: E402
     naive_design,
     naive_eq8_step,
+    naive_gathered_coordinates,
+    naive_lowrank_system,
     naive_lq_kfd,
     naive_lq_kfd_unpruned,
     naive_majorizer_scaling,
     naive_objective,
+    naive_pivoted_cholesky,
     naive_prune,
     naive_scaled_system,
     naive_targets,
@@ -28,15 +31,20 @@ def LqKFD(**params):  # noqa: N802 - the paper's cut (the data-driven default is
     return _LqKFD(**{"threshold": "midpoint", "rho": 1e-3, **params})
 
 
+import kfdnumba.lq_kfd as lq_module  # noqa: E402
 from kfdnumba._kernels import Kernel  # noqa: E402
 from kfdnumba._linalg import row_gram_lower  # noqa: E402
 from kfdnumba.lq_kfd import (  # noqa: E402
+    _gathered_coordinates,
     _majorizer_scaling,
     _monotone_prune,
     _outputs_and_objective,
+    _pivoted_cholesky,
+    _pivoted_cholesky_column,
     _prune_active_set,
     _scaled_active_system,
     _solve_scaled,
+    _woodbury_solve,
 )
 
 
@@ -405,6 +413,11 @@ def test_q_outside_unit_interval_refused(q):
         ({"prune_tol": 1.0}, ValueError, "'prune_tol' parameter"),
         ({"prune_tol": -1e-9}, ValueError, "'prune_tol' parameter"),
         ({"max_memory_gb": 0.0}, ValueError, "'max_memory_gb' parameter"),
+        ({"solver": "fast"}, ValueError, r"'solver' parameter of LqKFD must be one of 'auto', 'exact', 'lowrank'"),
+        ({"max_rank": 0}, ValueError, r"'max_rank' parameter of LqKFD must be an int in \[1, inf\)"),
+        ({"max_rank": 10.5}, ValueError, "'max_rank' parameter"),
+        ({"lowrank_tol": -1e-9}, ValueError, r"'lowrank_tol' parameter of LqKFD must be a float in \[0, 1\)"),
+        ({"lowrank_tol": 1.0}, ValueError, "'lowrank_tol' parameter"),
     ],
 )
 def test_bad_parameters_refused(params, error, match):
@@ -446,3 +459,153 @@ def test_non_finite_iterate_gives_clear_error(monkeypatch):
     X, y = two_blobs(n=20)
     with pytest.raises(ValueError, match="diverged"):
         LqKFD(sigma=1.0).fit(X, y)
+
+
+# ------------------------------------------------------------------ the low-rank path
+@pytest.mark.parametrize("variant", ["parallel", "serial"])
+@pytest.mark.parametrize("tol", [1e-6, 1e-10])
+def test_pivoted_cholesky_matches_naive_and_reconstructs_k(rng, variant, tol, monkeypatch):
+    n = 90
+    X = rng.standard_normal((n, 2))
+    kernel = Kernel("rbf", 1.0)
+    K = kernel.block(X, X)
+    monkeypatch.setattr(_pivoted_cholesky_column, "min_work", 0 if variant == "parallel" else np.inf)
+    factor_t, residual = _pivoted_cholesky(kernel, X, n, tol)
+    G = naive_pivoted_cholesky(K, n, tol)
+    assert factor_t.shape == (G.shape[1], n) and 0 < G.shape[1] < n
+    # the same pivots and columns (the last ones, divided by √d ≈ √tol, carry rounding / √tol)
+    np.testing.assert_allclose(factor_t.T, G, rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(factor_t.T @ factor_t, G @ G.T, rtol=0, atol=1e-12)
+    assert residual <= tol
+    # K - GGᵀ is PSD with diagonal ≤ tol: every entry within tol
+    assert np.abs(K - factor_t.T @ factor_t).max() <= tol * (1 + 1e-9)
+    # max_rank stops it early
+    short, short_residual = _pivoted_cholesky(kernel, X, 5, tol)
+    np.testing.assert_allclose(short, factor_t[:5], rtol=1e-12, atol=1e-14)
+    assert short_residual > tol
+
+
+@pytest.mark.parametrize("variant", ["parallel", "serial"])
+def test_gathered_coordinates_match_naive(rng, variant):
+    P = rng.standard_normal((101, 70))  # width > one 64-column chunk
+    active = random_active(rng, 100, 30, with_bias=True)
+    omega = rng.standard_normal(active.shape[0])
+    out = np.full(70, np.nan)
+    kernel = _gathered_coordinates if variant == "parallel" else _gathered_coordinates.serial
+    kernel(P, active, omega, out)
+    np.testing.assert_allclose(out, naive_gathered_coordinates(P, active, omega), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("exempt_bias", [True, False])
+def test_woodbury_solve_equals_direct_solve(rng, exempt_bias):
+    n, width = 300, 12  # m > r: the Woodbury regime
+    P = rng.standard_normal((n + 1, width))
+    active = random_active(rng, n, 200, with_bias=True)
+    psi = rng.uniform(0.1, 2.0, active.shape[0])
+    ridge = np.full(active.shape[0], 0.7)
+    if exempt_bias:
+        psi[0], ridge[0] = 1.0, 0.0
+    rhs = rng.standard_normal(active.shape[0])
+    got = _woodbury_solve(P, active, psi, 0.7, exempt_bias, rhs)
+    ref = np.linalg.solve(naive_lowrank_system(P, active, psi, ridge), rhs)
+    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("exempt_bias", [True, False])
+@pytest.mark.parametrize("size", [5, 60])  # m ≤ r: the direct branch; m > r: Woodbury
+def test_lowrank_active_solve_equals_direct_solve(rng, exempt_bias, size):
+    X = rng.standard_normal((80, 2))
+    y = np.where(np.arange(80) % 2 == 0, 1, -1)
+    model = _LqKFD(sigma=1.0, solver="lowrank", lowrank_tol=1e-4).fit(X, y)  # rank < 60
+    gram = model._lowrank_gram(np.ascontiguousarray(X, dtype=np.float64), 80)
+    assert gram.rank < size or size == 5
+    active = random_active(rng, 80, size, with_bias=True)
+    psi = rng.uniform(0.1, 2.0, active.shape[0])
+    ridge = np.full(active.shape[0], 0.3)
+    if exempt_bias:
+        psi[0], ridge[0] = 1.0, 0.0
+    rhs = rng.standard_normal(active.shape[0])
+    got = gram.solve(active, psi, ridge, rhs)
+    ref = np.linalg.solve(naive_lowrank_system(gram.P, active, psi, ridge), rhs)
+    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-11)
+
+
+def test_lowrank_gram_is_k_tilde_of_the_factor(rng):
+    """K̃ ≈ Q Pᵀ: P Pᵀ is G = K̃ᵀK̃ of K ≈ GGᵀ, and ``Qu`` / J are the low-rank outputs and objective."""
+    n = 50
+    X = rng.standard_normal((n, 2))
+    yhat, _ = naive_targets(np.where(np.arange(n) % 3 == 0, 1, -1))
+    model = _LqKFD(sigma=1.0)
+    model.kernel_ = Kernel("rbf", 1.0)
+    model.max_memory_gb, model.lowrank_tol = 1.0, 1e-6
+    gram = model._lowrank_gram(X, n)
+    factor_t, _ = _pivoted_cholesky(model.kernel_, X, n, 1e-6)
+    K_low = factor_t.T @ factor_t
+    Kt = naive_design(K_low)
+    np.testing.assert_allclose(gram.P @ gram.P.T, Kt.T @ Kt, rtol=1e-10, atol=1e-9)
+    targets = gram.targets(yhat)
+    np.testing.assert_allclose(targets.g, Kt.T @ yhat, rtol=1e-10, atol=1e-9)
+    active = random_active(rng, n, 12, with_bias=True)
+    omega = rng.standard_normal(active.shape[0])
+    full = np.zeros(n + 1)
+    full[active] = omega
+    j, _ = gram.objective(targets, active, omega, 0.02 * n, 0.5, False)
+    assert j == pytest.approx(naive_objective(K_low, yhat, full, 0.02, 0.5, False), rel=1e-12)
+    np.testing.assert_allclose(gram.outputs(targets, active, omega), Kt @ full, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("penalize_bias", [True, False])
+@pytest.mark.parametrize("q", [1.0, 0.5])
+def test_lowrank_path_matches_exact_path(q, penalize_bias):
+    X, y = two_blobs(n=150, seed=3)
+    params = {"sigma": 1.0, "q": q, "penalize_bias": penalize_bias}
+    exact = LqKFD(solver="exact", **params).fit(X, y)
+    low = LqKFD(solver="lowrank", lowrank_tol=1e-10, **params).fit(X, y)
+    assert exact.solver_ == "exact" and exact.rank_ is None
+    assert low.solver_ == "lowrank" and low.rank_ < 150  # measured 127
+    np.testing.assert_array_equal(low.support_, exact.support_)
+    assert low.n_iter_ == exact.n_iter_
+    assert low.j_history_[-1] == pytest.approx(exact.j_history_[-1], rel=1e-6)
+    np.testing.assert_allclose(low.alpha_, exact.alpha_, rtol=1e-6, atol=1e-8 * np.abs(exact.alpha_).max())
+    np.testing.assert_allclose(low.decision_function(X), exact.decision_function(X), rtol=1e-6, atol=1e-8)
+    assert np.all(np.diff(low.j_history_) <= 1e-12 * low.j_history_[0])  # J monotone on the low-rank path too
+
+
+def test_lowrank_rho_auto_is_the_exact_model():
+    X, y = two_blobs(n=120, seed=4)
+    exact = _LqKFD(sigma=1.0, solver="exact").fit(X, y)
+    low = _LqKFD(sigma=1.0, solver="lowrank", lowrank_tol=1e-10).fit(X, y)
+    assert low.loo_rho_ == exact.loo_rho_
+    np.testing.assert_array_equal(low.support_, exact.support_)
+    np.testing.assert_allclose(low.rho_path_, exact.rho_path_, rtol=1e-6)
+    np.testing.assert_allclose(low.decision_function(X), exact.decision_function(X), rtol=1e-6, atol=1e-8)
+
+
+def test_solver_auto_switches_on_size(monkeypatch):
+    X, y = two_blobs(n=200, seed=5)
+    assert LqKFD(sigma=1.0).fit(X, y).solver_ == "exact"  # small: exact
+    monkeypatch.setattr(lq_module, "AUTO_EXACT_MAX_N", 100)
+    model = LqKFD(sigma=2.0, lowrank_tol=1e-4).fit(X, y)
+    assert model.solver_ == "lowrank" and model.rank_ == 35  # below a quarter of 200
+    # a factor that would need more than a quarter of the points: back to the exact path
+    assert LqKFD(sigma=0.2, lowrank_tol=1e-12).fit(X, y).solver_ == "exact"
+    # asked for explicitly, the low-rank path runs whatever the rank (capped by max_rank)
+    forced = LqKFD(sigma=0.2, lowrank_tol=1e-12, solver="lowrank", max_rank=80).fit(X, y)
+    assert forced.solver_ == "lowrank" and forced.rank_ == 80
+
+
+def test_lowrank_multiclass_matches_exact():
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((60, 2)) + np.repeat(np.array([[0, 0], [3, 0], [0, 3]]), 20, axis=0)
+    labels = np.repeat(np.array(["a", "b", "c"]), 20)
+    exact = LqKFD(sigma=1.0, solver="exact").fit(X, labels)
+    low = LqKFD(sigma=1.0, solver="lowrank", lowrank_tol=1e-12).fit(X, labels)
+    for a, b in zip(exact.alpha_, low.alpha_):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-9)
+    np.testing.assert_array_equal(low.predict(X), exact.predict(X))
+
+
+def test_lowrank_memory_budget_refused():
+    X, y = two_blobs(n=200)
+    with pytest.raises(ValueError, match=r"low-rank path with 200 training points and max_rank=150.*max_memory_gb"):
+        LqKFD(solver="lowrank", max_rank=150, max_memory_gb=1e-4).fit(X, y)

@@ -91,6 +91,7 @@ PARALLEL_CASES = [
     ("KFD", KFD, {"sigma": 1.0}, (80, 2, 0, 2)),
     ("KFD d=20 (BLAS cross term)", KFD, {"sigma": 4.0}, (60, 20, 1, 2)),
     ("LqKFD", LqKFD, {"sigma": 1.0, "q": 0.5}, (70, 2, 2, 2)),
+    ("LqKFD low rank", LqKFD, {"sigma": 1.0, "q": 0.5, "solver": "lowrank", "lowrank_tol": 1e-10}, (70, 2, 11, 2)),
     (
         "ReformativeKFD dense",
         ReformativeKFD,
