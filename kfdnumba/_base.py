@@ -31,6 +31,7 @@ and the tags are implemented here so that ``clone``, ``GridSearchCV``,
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import numbers
 import sys
@@ -183,6 +184,37 @@ def _make_rng(random_state) -> np.random.Generator:
 
 
 # ---------------------------------------------------------------------- data checks
+def is_dask_array(X) -> bool:
+    """Whether X is a dask array (checked without importing dask)."""
+    array = sys.modules.get("dask.array")
+    return array is not None and isinstance(X, array.Array)
+
+
+def lazy_on_dask(output_shape: str):
+    """Make a prediction method return a lazy dask array on dask input (``kfdnumba._dask.map_row_blocks``).
+
+    ``getattr(model, output_shape)()`` gives ``(n_columns, dtype)`` of the
+    output (``n_columns`` None: 1-D). The method itself runs unchanged on each
+    NumPy row block, on a copy of the model with only its parameters and
+    ``model._prediction_attributes``.
+    """
+
+    def wrap(method):
+        @functools.wraps(method)
+        def wrapper(self, X):
+            if not is_dask_array(X):
+                return method(self, X)
+            self._check_is_fitted()
+            from ._dask import map_row_blocks
+
+            n_columns, dtype = getattr(self, output_shape)()
+            return map_row_blocks(self, method.__name__, X, self._prediction_attributes, n_columns, dtype)
+
+        return wrapper
+
+    return wrap
+
+
 def check_array(X, name: str = "X", n_features: int | None = None, owner: str = "the model") -> np.ndarray:
     """Return X as a finite, 2-D, C-contiguous float64 array or raise a clear error."""
     if hasattr(X, "toarray") or hasattr(X, "tocsr"):
@@ -579,6 +611,17 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
     demo_params: ClassVar[dict] = {}
 
     _fitted_attribute: ClassVar[str] = "support_vectors_"
+    #: Fitted attributes prediction reads (all that a lazy prediction on dask input ships to the workers).
+    _prediction_attributes: ClassVar[tuple] = (
+        "n_features_in_",
+        "classes_",
+        "kernel_",
+        "support_",
+        "support_vectors_",
+        "dual_coef_",
+        "intercept_",
+        "proba_slope_",
+    )
 
     # --------------------------------------------------------------------- fit
     def fit(self, X, y):
@@ -682,10 +725,23 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
             out = self.kernel_.expansion(X, self.support_vectors_, self.dual_coef_)
         return out + self.intercept_
 
+    def _decision_shape(self):
+        """(columns, dtype) of :meth:`decision_function`'s output (columns None: 1-D)."""
+        return (None if self.classes_.shape[0] == 2 else self.classes_.shape[0]), np.float64
+
+    def _label_shape(self):
+        """(columns, dtype) of :meth:`predict`'s output."""
+        return None, self.classes_.dtype
+
+    def _proba_shape(self):
+        """(columns, dtype) of :meth:`predict_proba`'s output."""
+        return self.classes_.shape[0], np.float64
+
     def _positive_log_odds(self, out: np.ndarray) -> np.ndarray:
         """Log P(+ | f) - log P(- | f) of each one-vs-rest model: ``β (f - t)`` (module docstring)."""
         return out * self.proba_slope_
 
+    @lazy_on_dask("_decision_shape")
     def decision_function(self, X) -> np.ndarray:
         """Signed scores.
 
@@ -699,6 +755,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         out = self._raw_output(X)
         return out[:, 0] if out.shape[1] == 1 else self._positive_log_odds(out)
 
+    @lazy_on_dask("_label_shape")
     def predict(self, X) -> np.ndarray:
         """Class labels (argmax of :meth:`decision_function`, and of :meth:`predict_proba`)."""
         score = self.decision_function(X)
@@ -714,6 +771,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         top = log_p.max(axis=1, keepdims=True)
         return log_p - (top + np.log(np.exp(log_p - top).sum(axis=1, keepdims=True)))
 
+    @lazy_on_dask("_proba_shape")
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities (n, n_classes): Gaussian class-conditionals on the output (module docstring).
 
@@ -724,6 +782,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         """
         return np.exp(self._log_proba(X))
 
+    @lazy_on_dask("_proba_shape")
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`, from the log odds (finite for confident points)."""
         return self._log_proba(X)

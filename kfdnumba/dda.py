@@ -110,6 +110,7 @@ from ._base import (
     Options,
     check_array,
     check_labels,
+    lazy_on_dask,
 )
 from ._jit import jit
 from ._threads import blas_section, thread_policy
@@ -1172,9 +1173,16 @@ class DDA(BaseEstimator):
 
     # ------------------------------------------------------------------ transform
     _fitted_attribute: ClassVar[str] = "T_"
+    #: Fitted attributes ``transform`` reads (what a lazy transform of dask input ships to the workers).
+    _prediction_attributes: ClassVar[tuple] = ("n_features_in_", "T_")
 
+    def _transform_shape(self):
+        """(columns, dtype) of :meth:`transform`'s output."""
+        return self.T_.shape[1], np.float64
+
+    @lazy_on_dask("_transform_shape")
     def transform(self, X) -> np.ndarray:
-        """Map X into the discriminant space: ``X @ T_`` (n_samples, n_components_)."""
+        """Map X into the discriminant space: ``X @ T_`` (n_samples, n_components_); lazy on a dask array."""
         self._check_is_fitted()
         X = check_array(X, n_features=self.n_features_in_, owner=type(self).__name__)
         return X @ self.T_
