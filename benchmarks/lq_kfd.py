@@ -10,10 +10,48 @@ same folds), so fits are cached between them.
 Speed: Banana (ℓ = 400) fit warm with the demo parameters, a fit on ℓ = 2000
 points of the Banana pool, iterations and active-set size over time.
 
+Low rank (``--part lowrank``): Banana-like data (the packaged pool resampled
+with jitter, ``benchmarks/threads.py``), σ = 0.7, the default ``rho="auto"``:
+fit seconds, test error and retained points of ``solver="exact"`` (where it
+fits in memory and time) and ``solver="lowrank"``, beside
+``Nystroem(n_components=m) + RidgeClassifier`` with m the low-rank factor's
+rank, in the same run. Measured on the 2-core development machine while
+other jobs ran (load 4–6, so the seconds are noisy; test set 20 000 points)::
+
+    rho=1e-3 (q = 1)     fit s  error %  retained  rank
+    l=2000    exact       2.86    10.20       349
+              lowrank     0.28    10.20       349   190
+              Nystroem    0.47     9.69       190
+    l=5000    exact      32.84    10.19       760
+              lowrank     1.33    10.19       760   212
+              Nystroem    0.33     9.64       212
+    l=10000   exact     199.90    10.17      1258
+              lowrank     3.26    10.17      1258   225
+              Nystroem    0.56     9.72       225
+    l=20000   lowrank    10.25    10.15      2161   238   (exact: refused, 9.0 GiB)
+              Nystroem    3.71     9.53       238
+    l=100000  lowrank    74.65    10.05      9351   256
+              Nystroem   10.75     9.56       256
+
+    rho="auto" (default)
+    l=2000    exact       7.36     9.65       431
+              lowrank     1.04     9.65       431   190
+              Nystroem    0.29     9.69       190
+    l=5000    exact      74.07     9.66       985
+              lowrank    20.18     9.66       985   212
+              Nystroem    1.02     9.64       212
+
+With ``rho="auto"`` the low-rank fits themselves take 1.5 s at ℓ = 5000; the
+rest (19.5 s) is the leave-one-out pricing of the supports
+(:class:`kfdnumba._loo.LooPath`, O(ℓ s²) per ρ for s retained points, 1032
+at ρ = 1e-4), which is why larger ℓ were run with a fixed ρ.
+
 Usage::
 
     python benchmarks/lq_kfd.py --part accuracy --datasets heart banana --json lq.json
     python benchmarks/lq_kfd.py --part speed
+    python benchmarks/lq_kfd.py --part lowrank --sizes 2000 5000 --exact-max 5000
+    python benchmarks/lq_kfd.py --part lowrank --rho 1e-3 --sizes 2000 5000 10000 20000 100000
 """
 
 from __future__ import annotations
@@ -183,15 +221,67 @@ def run_speed(repeats: int = 7) -> dict:
     return out
 
 
+def run_lowrank(sizes, exact_max: int, rho="auto", n_test: int = 20000, sigma: float = 0.7) -> list[dict]:
+    """Exact vs low-rank LqKFD (``rho``) vs Nystroem + RidgeClassifier on Banana-like data."""
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.linear_model import RidgeClassifier
+    from sklearn.pipeline import make_pipeline
+    from threads import banana_like
+
+    Xt, yt = banana_like(n_test, seed=12345)
+    warm_X, warm_y = banana_like(300, seed=1)
+    for solver in ("exact", "lowrank"):  # compile (or load) every kernel first
+        LqKFD(sigma=sigma, solver=solver, rho=rho).fit(warm_X, warm_y)
+    rows = []
+    print(f"{'l':>7} {'method':<28}{'fit s':>9}{'error %':>9}{'retained':>9}{'rank':>6}", flush=True)
+
+    def report(n, method, seconds, error, retained, rank):
+        rows.append({"n": n, "method": method, "fit_s": seconds, "error": error, "retained": retained, "rank": rank})
+        print(f"{n:>7} {method:<28}{seconds:>9.2f}{error:>9.2f}{retained:>9}{rank:>6}", flush=True)
+
+    for n in sizes:
+        X, y = banana_like(n, seed=0)
+        solvers = ["exact", "lowrank"] if n <= exact_max else ["lowrank"]
+        rank = None
+        for solver in solvers:
+            model = LqKFD(sigma=sigma, solver=solver, rho=rho)
+            t = time.perf_counter()
+            model.fit(X, y)
+            seconds = time.perf_counter() - t
+            error = 100.0 * np.mean(model.predict(Xt) != yt)
+            report(n, f"LqKFD {solver}", seconds, error, int(model.n_retained_), model.rank_ or "")
+            if solver == "lowrank":
+                rank = int(model.rank_)
+        m = rank or 1000
+        nystroem = make_pipeline(
+            Nystroem(kernel="rbf", gamma=0.5 / sigma**2, n_components=min(m, n), random_state=0), RidgeClassifier()
+        )
+        t = time.perf_counter()
+        nystroem.fit(X, y)
+        seconds = time.perf_counter() - t
+        error = 100.0 * np.mean(nystroem.predict(Xt) != yt)
+        report(n, f"Nystroem(m={min(m, n)}) + Ridge", seconds, error, min(m, n), "")
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=["accuracy", "speed", "all"], default="all")
+    parser.add_argument("--part", choices=["accuracy", "speed", "lowrank", "all"], default="all")
+    parser.add_argument("--sizes", nargs="+", type=int, default=[2000, 5000, 10000, 20000])
+    parser.add_argument("--exact-max", type=int, default=10000, help="--part lowrank: largest l fitted exactly")
+    parser.add_argument("--rho", default="auto", help="--part lowrank: rho of LqKFD ('auto' or a float)")
     parser.add_argument("--datasets", nargs="+", default=["heart", "breast_cancer", "banana", "german"])
     parser.add_argument("--qs", nargs="+", type=float, default=[1.0, 0.5])
     parser.add_argument("--selects", nargs="+", choices=["error", "sparsity"], default=["error", "sparsity"])
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
+    if args.part == "lowrank":
+        rho = args.rho if args.rho == "auto" else float(args.rho)
+        rows = run_lowrank(args.sizes, args.exact_max, rho=rho)
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=2))
+        return 0
     if args.part in ("speed", "all"):
         run_speed()
     if args.part in ("accuracy", "all"):
