@@ -347,23 +347,32 @@ def _support_loo(columns, y: np.ndarray, active: np.ndarray, omega: np.ndarray) 
     once (the best prefix may be shorter than the fit's support). Unlike a
     leave-one-out value of the reweighted fixed point itself, this is the
     exact leave-one-out error of the ridge model on those columns (only the
-    choice of the columns is not redone per left-out point).
+    choice of the columns is not redone per left-out point). Like the greedy
+    paths it stops ``LOO_PATIENCE`` columns after the best prefix, and it
+    prices at most ``LOO_MAX_PREFIX`` columns.
     """
     is_alpha = active > 0
     order = np.argsort(-np.abs(omega[is_alpha]), kind="stable")
-    support = active[is_alpha][order] - 1
+    support = active[is_alpha][order][:LOO_MAX_PREFIX] - 1
     n = y.shape[0]
-    path = LooPath(y, default_lambdas(n), max(1, support.shape[0]), patience=support.shape[0] + 1)
+    path = LooPath(y, default_lambdas(n), max(1, support.shape[0]), patience=LOO_PATIENCE)
     for lo in range(0, support.shape[0], _LOO_BLOCK):
         chunk = support[lo : lo + _LOO_BLOCK]
         block = np.ascontiguousarray(columns(chunk).T)  # one row per column
         for t, j in enumerate(chunk):
             path.append(block[t], int(j))  # a dependent column is refused (the path goes on without it)
+            if path.done:  # no better prefix for LOO_PATIENCE columns: the rest is not priced
+                return path
     return path
 
 
 #: Kernel columns computed at a time for :func:`_support_loo` (bounded memory on the low-rank path).
 _LOO_BLOCK = 64
+#: :func:`_support_loo` stops once the best prefix has not improved for this many columns
+#: (the greedy methods' default ``patience``) ...
+LOO_PATIENCE = 10
+#: ... and prices at most this many columns (its factors take 7 · 8 · LOO_MAX_PREFIX² bytes).
+LOO_MAX_PREFIX = 500
 
 
 # ----------------------------------------------------------------- linear algebra
