@@ -169,15 +169,12 @@ def _append_column(L, m, cross, kernel_penalty, indices, index, z, lambdas, aliv
     if _border_factors(L, m, cross, penalty_col, penalty_diag, np.dot(z, z), lambdas, live, V, gammas) == 0:
         return 0
     alive[:] = live
-    ZV = np.empty((g, n))  # (Z_prev L⁻ᵀ l)ᵀ: the intercept column plus the earlier columns
+    if m:  # (Z_prev L⁻ᵀ l)ᵀ: the earlier columns by one BLAS GEMM (g × m × ℓ), plus the intercept column
+        ZV = np.dot(np.ascontiguousarray(V[:, 1:]), np.ascontiguousarray(columns[:m]))
+    else:
+        ZV = np.zeros((g, n))
     for a in range(g):
-        ZV[a, :] = V[a, 0]
-        if not live[a]:
-            continue
-        for k in range(m):
-            v = V[a, k + 1]
-            for i in range(n):
-                ZV[a, i] += v * columns[k, i]
+        ZV[a, :] += V[a, 0]
     c_new = np.empty(g)
     _update_fits(z, ZV, gammas, live, y, f, h, c_new, press)
     wy[:, m + 1] = c_new
