@@ -306,7 +306,10 @@ class KernelExpansion:
     what the probability model is fitted on instead of the training outputs.
     ``info`` holds method-specific fitted results (J history, ...), exposed as
     ``<key>_`` attributes on the estimator (a list of per-class values for
-    one-vs-rest).
+    one-vs-rest). ``output_stats``, for a fit whose outputs stay on dask
+    workers, replaces those outputs: ``(means, variances, priors, pooled)`` of
+    the output minus the threshold, per class (-1, +1), as
+    :meth:`KernelClassifier._store_expansions` would compute them.
     """
 
     support: np.ndarray
@@ -316,6 +319,7 @@ class KernelExpansion:
     train_output: np.ndarray | None = None
     validation_output: np.ndarray | None = None
     info: dict = field(default_factory=dict)
+    output_stats: tuple | None = None
 
 
 def bayes_threshold(output: np.ndarray, positive: np.ndarray) -> float | None:
@@ -633,6 +637,8 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
             return self._fit(X, y)
 
     def _fit(self, X, y):
+        if is_dask_array(X) or is_dask_array(y):
+            return self._fit_dask(X, y)
         self._validate_params()
         X = check_array(X)
         classes, encoded = check_labels(y, X.shape[0], self._min_samples_per_class)
@@ -652,6 +658,13 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
 
     def _fit_binary(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> KernelExpansion:
         raise NotImplementedError
+
+    def _fit_dask(self, X, y):
+        """Fit on dask arrays: only methods with a distributed fit (SparseGreedyKFD) override this."""
+        raise TypeError(
+            f"{type(self).__name__} cannot fit on a dask array; SparseGreedyKFD can. Compute the data first "
+            "(X.compute()) if it fits in memory. Prediction on dask arrays works for every estimator."
+        )
 
     def _fit_one_vs_rest(self, X: np.ndarray, targets: np.ndarray, rng) -> list[KernelExpansion]:
         """One binary fit per class (class c against the rest); methods may share work."""
@@ -686,6 +699,12 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         priors = np.empty((len(expansions), 2))
         slope = np.empty(len(expansions))
         for c, (e, y) in enumerate(zip(expansions, targets)):
+            if e.output_stats is not None:  # outputs that stayed on dask workers (kfdnumba._dask)
+                means[c], variances[c], priors[c], pooled = e.output_stats
+                scale = max(float(np.abs(means[c]).max()), 1e-12)
+                pooled = max(pooled, (1e-6 * scale) ** 2)
+                slope[c] = max(means[c, 1] - means[c, 0], 0.0) / pooled
+                continue
             if e.validation_output is not None:
                 out = np.asarray(e.validation_output, dtype=np.float64) - e.threshold
             elif e.train_output is not None:

@@ -82,7 +82,7 @@ from typing import ClassVar
 import numba
 import numpy as np
 
-from ._base import Interval, KernelClassifier, KernelExpansion, Options, check_memory, register
+from ._base import Interval, KernelClassifier, KernelExpansion, Options, check_memory, register, thread_policy
 from ._jit import jit
 from ._linalg import cholesky_append, cholesky_solve, forward_substitution
 from ._loo import LooPath, loo_expansion, path_bytes, path_lambdas
@@ -100,13 +100,16 @@ AUTO_SELECTION_C_RELATIVE = 1e-2
 
 # ----------------------------------------------------------------------- kernels
 @jit(parallel=False)
-def _bordering_vector(c, j, m, slots, support, stored_gram, cand_cols, col_sum, C, kernel_reg, out):
-    """Fill ``out[:m+1]`` with B = [1ᵀk_j; K_mᵀk_j + C P_col] for class c (eq. 4, Lemma 1)."""
+def _bordering_vector(c, j, m, slots, stored_gram, support_rows, col_sum, C, kernel_reg, out):
+    """Fill ``out[:m+1]`` with B = [1ᵀk_j; K_mᵀk_j + C P_col] for class c (eq. 4, Lemma 1).
+
+    ``support_rows[s, j]`` is ``k(x_s, x_j)`` for the stored point of slot s (read only with ``kernel_reg``).
+    """
     out[0] = col_sum[j]
     for i in range(m):
         value = stored_gram[slots[c, i], j]
         if kernel_reg:
-            value += C * cand_cols[support[c, i], j]
+            value += C * support_rows[slots[c, i], j]
         out[i + 1] = value
 
 
@@ -115,9 +118,8 @@ def _score_candidates(
     factors,
     n_bases,
     slots,
-    support,
     stored_gram,
-    cand_cols,
+    support_rows,
     col_sum,
     new_diag,
     pos_sum,
@@ -146,7 +148,7 @@ def _score_candidates(
             continue
         size = n_bases[c] + 1  # H is (m + 1) × (m + 1): intercept plus m bases
         border = np.empty(size)
-        _bordering_vector(c, j, n_bases[c], slots, support, stored_gram, cand_cols, col_sum, C, kernel_reg, border)
+        _bordering_vector(c, j, n_bases[c], slots, stored_gram, support_rows, col_sum, C, kernel_reg, border)
         ell = forward_substitution(factors[c], size, border)
         rho = new_diag[j] - np.dot(ell, ell)
         schur[c, j] = rho
@@ -164,9 +166,8 @@ def _accept_candidate(
     j,
     m,
     slots,
-    support,
     stored_gram,
-    cand_cols,
+    support_rows,
     col_sum,
     new_diag,
     pos_sum,
@@ -181,7 +182,7 @@ def _accept_candidate(
     """
     size = m + 1
     border = np.empty(size)
-    _bordering_vector(c, j, m, slots, support, stored_gram, cand_cols, col_sum, C, kernel_reg, border)
+    _bordering_vector(c, j, m, slots, stored_gram, support_rows, col_sum, C, kernel_reg, border)
     L = factors[c]
     rho = cholesky_append(L, size, border, new_diag[j], schur_floor * new_diag[j])
     if not rho > schur_floor * new_diag[j]:
@@ -227,6 +228,88 @@ def _optimized_cut(output: np.ndarray, positive: np.ndarray) -> float:
 def _stop_now(history: list[float], window: int, tol: float) -> bool:
     """Mean of the last ``window`` values of ``history`` below ``tol``."""
     return len(history) >= window and float(np.mean(history[-window:])) < tol
+
+
+# ------------------------------------------------------------------- column sources
+@dataclass(eq=False)
+class CandidateBlock:
+    """What one step's scoring reads about its κ candidates (the same from memory and from dask chunks).
+
+    ``products`` is ``[1; 1₊ per class; stored columns] K[:, cand]`` ((1 + classes + stored) × κ),
+    ``sq_norms`` the ``k_jᵀk_j``, ``points`` the candidates' rows of X, ``support_rows`` ``k(x_s, x_j)``
+    for the stored points (slot order; only for ``regularizer="kernel"``), ``columns`` the ℓ × κ block
+    itself (in memory only).
+    """
+
+    cand: np.ndarray
+    points: np.ndarray
+    products: np.ndarray
+    sq_norms: np.ndarray
+    support_rows: np.ndarray
+    columns: np.ndarray | None = None
+
+
+class MemoryColumns:
+    """The training set in memory: candidate statistics by one GEMM, the accepted columns stored once.
+
+    ``rows = [1; 1₊ of each class; accepted kernel columns]`` (the columns O(ℓm), stored once for all
+    classes), so ``rows @ K[:, cand]`` is ``[1ᵀk_j; 1₊ᵀk_j; K_mᵀk_j]`` for every candidate.
+    :class:`kfdnumba._dask.DaskColumns` is the same source over the row chunks of a dask array.
+    """
+
+    distributed = False
+
+    def __init__(self, X: np.ndarray, targets: np.ndarray, kernel, capacity: int):
+        self.X, self.targets, self.kernel = X, targets, kernel
+        self.n, self.n_models = X.shape[0], targets.shape[0]
+        self.positive = targets > 0
+        self.n_pos = self.positive.sum(axis=1).astype(np.float64)
+        self.n_fixed = 1 + self.n_models
+        self.rows = np.empty((self.n_fixed + capacity, self.n))
+        self.rows[0] = 1.0
+        self.rows[1 : self.n_fixed] = self.positive
+        self.stored = self.rows[self.n_fixed :]
+        self.stored_index = np.empty(capacity, dtype=np.intp)
+        self.n_stored = 0
+
+    def candidates(self, cand: np.ndarray, kernel_reg: bool) -> CandidateBlock:
+        """Kernel columns of the candidates (one parallel block) and their statistics (one GEMM)."""
+        columns = self.kernel.columns(self.X, cand)  # ℓ × κ
+        n_rows = self.n_fixed + self.n_stored
+        with blas_section(2.0 * n_rows * self.n * cand.size):  # one GEMM, BLAS-shaped κ × ℓ × m
+            products = self.rows[:n_rows] @ columns
+        support_rows = columns[self.stored_index[: self.n_stored]] if kernel_reg else _NO_ROWS
+        return CandidateBlock(
+            cand, self.X[cand], products, np.einsum("ij,ij->j", columns, columns), support_rows, columns
+        )
+
+    def new_path(self, c: int, lambdas, capacity: int, penalty: str, patience: int) -> LooPath:
+        """Class c's leave-one-out path (a binary model's reads the stored columns, which are its own in order)."""
+        shared = self.stored if self.n_models == 1 else None
+        return LooPath(self.targets[c], lambdas, capacity, penalty, patience, shared)
+
+    def loo_append(self, path, block: CandidateBlock, j: int, index: int, cross, slots, kdiag) -> bool:
+        """Append candidate j's column to class c's path (False: refused)."""
+        return path.append(block.columns[:, j], index, cross)
+
+    def store(self, block: CandidateBlock, j: int) -> int:
+        """Store candidate j's column; return its slot."""
+        self.stored[self.n_stored] = block.columns[:, j]
+        self.stored_index[self.n_stored] = block.cand[j]
+        self.n_stored += 1
+        return self.n_stored - 1
+
+    def flush(self) -> None:
+        """Finish the step's leave-one-out updates (in memory they are done at once)."""
+
+    def combination(self, c: int, slots: np.ndarray, coef: np.ndarray):
+        """``g = Σ coef_k K[:, slot k]`` and its means over class c's two sides: ``(mean₊, mean₋, g)``."""
+        g = coef @ self.stored[slots]
+        positive = self.positive[c]
+        return g[positive].mean(), g[~positive].mean(), g
+
+
+_NO_ROWS = np.zeros((0, 1))
 
 
 # --------------------------------------------------------------------- estimator
@@ -337,31 +420,66 @@ class SparseGreedyKFD(KernelClassifier):
     def _fit_one_vs_rest(self, X, targets, rng):
         return self._fit_greedy(X, targets, rng)
 
-    def _fit_greedy(self, X: np.ndarray, targets: np.ndarray, rng: np.random.Generator) -> list[KernelExpansion]:
-        """All classes at once, testing the same candidates at each step."""
-        n, n_models = X.shape[0], targets.shape[0]
-        kernel = self.kernel_
-        kernel_reg = self.regularizer == "kernel"
-        C = AUTO_SELECTION_C_RELATIVE * n if self.C == "auto" else float(self.C)  # the scoring's regulariser
-        max_bases = min(self.max_bases, n)
-        # The leave-one-out path of each class (kfdnumba._loo): size, regulariser and cut from the data.
-        use_loo = self.stop == "loo" or self.C == "auto" or self.threshold == "auto"
-        lambdas = path_lambdas(n, self.C)
-        loo_penalty = "kernel" if kernel_reg else "l2"
-        paths = None  # created once the column store exists (one binary path shares it)
-        positive = targets > 0  # (n_models, n)
-        n_pos = positive.sum(axis=1).astype(np.float64)
-        h = n_pos * (n - n_pos) / n  # ℓ₊ℓ₋/ℓ per class
-        kdiag = kernel.diag(X)
+    def _fit_dask(self, X, y):
+        """Fit on a row-chunked dask array X (labels y as a dask or NumPy array): :mod:`kfdnumba._dask`."""
+        from ._dask import DaskColumns
 
+        self._validate_params()
+        if self.selection == "infeasibility" or self.threshold == "optimized":
+            raise ValueError(
+                "SparseGreedyKFD on dask arrays supports selection='objective' and threshold 'auto' or 'qp' "
+                "(the infeasibility rule and the optimized cut need every training output on the client)."
+            )
+        source = DaskColumns.from_arrays(X, y, self.kernel, self.sigma, self._min_samples_per_class)
+        try:
+            self.n_features_in_ = source.n_features
+            self.classes_ = source.classes
+            self.kernel_ = source.kernel
+            with thread_policy(self.n_jobs):
+                expansions = self._greedy(source, self._rng())
+                self._store_expansions(source.support_points(), [None] * source.n_models, expansions)
+        finally:
+            source.close()
+        return self
+
+    def _fit_greedy(self, X: np.ndarray, targets: np.ndarray, rng: np.random.Generator) -> list[KernelExpansion]:
+        """All classes at once on X in memory, testing the same candidates at each step."""
+        n, n_models = X.shape[0], targets.shape[0]
+        max_bases = min(self.max_bases, n)
         capacity = min(n, n_models * max_bases)  # distinct accepted columns, at most
         # the LOO paths, at most (a binary path reads the stored columns; one-vs-rest paths keep copies)
-        loo_bytes = n_models * path_bytes(n, max_bases, lambdas.shape[0], n_models > 1) if use_loo else 0.0
+        lambdas = path_lambdas(n, self.C)
+        loo_bytes = n_models * path_bytes(n, max_bases, lambdas.shape[0], n_models > 1) if self._uses_loo() else 0.0
         check_memory(
             loo_bytes + 8.0 * (capacity * n + n_models * (max_bases + 1) ** 2 + 4 * n * self.n_candidates),
             self.max_memory_gb,
             f"SparseGreedyKFD with {n} training points, {n_models} model(s) and max_bases={max_bases}",
         )
+        return self._greedy(MemoryColumns(X, targets, self.kernel_, capacity), rng)
+
+    def _uses_loo(self) -> bool:
+        return self.stop == "loo" or self.C == "auto" or self.threshold == "auto"
+
+    def _greedy(self, source, rng: np.random.Generator) -> list[KernelExpansion]:
+        """Run the greedy loop over a column source (:class:`MemoryColumns` or ``kfdnumba._dask.DaskColumns``).
+
+        Each step draws κ candidates, gets their statistics from the source (one product
+        ``[1; 1₊; K_mᵀ] K[:, cand]``), scores every (class, candidate) pair and accepts the best per class.
+        """
+        n, n_models = source.n, source.n_models
+        kernel = self.kernel_
+        kernel_reg = self.regularizer == "kernel"
+        C = AUTO_SELECTION_C_RELATIVE * n if self.C == "auto" else float(self.C)  # the scoring's regulariser
+        max_bases = min(self.max_bases, n)
+        # The leave-one-out path of each class (kfdnumba._loo): size, regulariser and cut from the data.
+        lambdas = path_lambdas(n, self.C)
+        loo_penalty = "kernel" if kernel_reg else "l2"
+        paths = None
+        if self._uses_loo():
+            paths = [source.new_path(c, lambdas, max_bases, loo_penalty, self.patience) for c in range(n_models)]
+        n_pos = source.n_pos
+        h = n_pos * (n - n_pos) / n  # ℓ₊ℓ₋/ℓ per class
+
         # Per-class state. factors[c, :m+1, :m+1] is the Cholesky factor of H (eq. 4).
         factors = np.zeros((n_models, max_bases + 1, max_bases + 1))
         factors[:, 0, 0] = np.sqrt(n)
@@ -373,27 +491,15 @@ class SparseGreedyKFD(KernelClassifier):
         n_bases = np.zeros(n_models, dtype=np.int64)
         support = np.zeros((n_models, max_bases), dtype=np.int64)
         slots = np.zeros((n_models, max_bases), dtype=np.int64)
-        usable = np.ones((n_models, n), dtype=bool)  # not chosen, not refused
+        usable = np.ones((n_models, n), dtype=bool)  # not chosen, not refused (the candidate pool)
         active = np.ones(n_models, dtype=bool)
         objective = [[] for _ in range(n_models)]
         improvement = [[] for _ in range(n_models)]
         infeasibility = [[] for _ in range(n_models)]
         scale = np.zeros(n_models)  # first infeasibility (its stopping rule is relative)
         first_rejects = [[] for _ in range(n_models)]
-
-        # One product per step gives every candidate's statistics and its products with the
-        # accepted columns: rows = [1; 1₊ of each class; accepted kernel columns (O(ℓm), stored
-        # once for all classes)], and rows @ K[:, cand] is [1ᵀk_j; 1₊ᵀk_j; K_mᵀk_j].
+        slot_of = {}  # training index -> slot of its stored column
         n_fixed = 1 + n_models
-        rows = np.empty((n_fixed + capacity, n))
-        rows[0] = 1.0
-        rows[1:n_fixed] = positive
-        stored = rows[n_fixed:]
-        if use_loo:  # a binary model's accepted columns are stored[:m] in order: its path reads them there
-            shared = stored if n_models == 1 else None
-            paths = [LooPath(t, lambdas, max_bases, loo_penalty, self.patience, shared) for t in targets]
-        slot_of = np.full(n, -1, dtype=np.int64)
-        n_stored = 0
         n_columns = 0
         step = 0
         progress = self._progress(max_bases, "bases")
@@ -403,16 +509,14 @@ class SparseGreedyKFD(KernelClassifier):
             if pool.size == 0:
                 break
             cand = np.sort(rng.choice(pool, size=min(self.n_candidates, pool.size), replace=False))
-            cand_cols = kernel.columns(X, cand)  # ℓ × κ, one block (one parallel region)
+            block = source.candidates(cand, kernel_reg)
             n_columns += cand.size
-            n_rows = n_fixed + n_stored
-            with blas_section(2.0 * n_rows * n * cand.size):  # one GEMM, BLAS-shaped κ × ℓ × m
-                products = rows[:n_rows] @ cand_cols
+            products = block.products
             col_sum = products[0]  # 1ᵀk_j
             pos_sum = products[1:n_fixed]  # (n_models, κ): 1₊ᵀk_j
-            stored_gram = products[n_fixed:] if n_stored else np.zeros((1, cand.size))  # K_mᵀk_j
-            sq_norms = np.einsum("ij,ij->j", cand_cols, cand_cols)
-            new_diag = sq_norms + C * (kdiag[cand] if kernel_reg else 1.0)  # k_jᵀk_j + C P_jj
+            stored_gram = products[n_fixed:] if products.shape[0] > n_fixed else np.zeros((1, cand.size))  # K_mᵀk_j
+            kdiag = kernel.diag(block.points)  # k(x_j, x_j)
+            new_diag = block.sq_norms + C * (kdiag if kernel_reg else 1.0)  # k_jᵀk_j + C P_jj
             candidate_ok = usable[:, cand] & active[:, None]
             gains = np.empty((n_models, cand.size))
             schur = np.empty((n_models, cand.size))
@@ -421,9 +525,8 @@ class SparseGreedyKFD(KernelClassifier):
                 factors,
                 n_bases,
                 slots,
-                support,
                 stored_gram,
-                cand_cols,
+                block.support_rows,
                 col_sum,
                 new_diag,
                 pos_sum,
@@ -441,22 +544,8 @@ class SparseGreedyKFD(KernelClassifier):
                 usable[c, cand[refused[c]]] = False
             violation = None
             if self.selection == "infeasibility" and (n_bases[active] > 0).any():
-                violation = self._dual_infeasibility(
-                    X,
-                    targets,
-                    stored,
-                    n_stored,
-                    cand_cols,
-                    cand,
-                    factors,
-                    pos_const,
-                    n_bases,
-                    support,
-                    slots,
-                    C,
-                    kernel_reg,
-                    q,
-                )
+                violation = self._dual_infeasibility(source, block, factors, pos_const, n_bases, support, slots, C, q)
+            accepted = []
             for c in np.flatnonzero(active):
                 valid = gains[c] >= 0
                 if n_bases[c] == 0:
@@ -485,9 +574,8 @@ class SparseGreedyKFD(KernelClassifier):
                     j,
                     m,
                     slots,
-                    support,
                     stored_gram,
-                    cand_cols,
+                    block.support_rows,
                     col_sum,
                     new_diag,
                     pos_sum,
@@ -501,13 +589,11 @@ class SparseGreedyKFD(KernelClassifier):
                 index = int(cand[j])
                 if paths is not None:  # the factor row just written is overwritten if this is refused
                     cross = np.concatenate(([col_sum[j]], stored_gram[slots[c, :m], j] if m else []))
-                    if not paths[c].append(cand_cols[:, j], index, cross):
+                    if not source.loo_append(paths[c], block, j, index, cross, slots[c, :m], kdiag[j]):
                         usable[c, index] = False  # dependent for some λ of the grid
                         continue
-                if slot_of[index] < 0:
-                    slot_of[index] = n_stored
-                    stored[n_stored] = cand_cols[:, j]
-                    n_stored += 1
+                if index not in slot_of:
+                    slot_of[index] = source.store(block, j)
                 support[c, m] = index
                 if m == 0 and first_rejects[c]:
                     usable[c, first_rejects[c]] = True
@@ -521,6 +607,9 @@ class SparseGreedyKFD(KernelClassifier):
                 objective[c].append(J)
                 if np.isfinite(old):
                     improvement[c].append((old - J) / old if old > 0 else 0.0)
+                accepted.append(c)
+            source.flush()  # the leave-one-out updates of this step (one pass over the chunks on dask)
+            for c in accepted:
                 if n_bases[c] >= max_bases:
                     active[c] = False
                 elif self.stop == "loo":
@@ -542,114 +631,70 @@ class SparseGreedyKFD(KernelClassifier):
                 "SparseGreedyKFD found no kernel column that separates the class means "
                 f"(sigma={kernel.sigma:g}); try another sigma."
             )
-        expansions = []
-        for c in range(n_models):
-            expansions.append(
-                self._solution(
-                    c,
-                    stored,
-                    factors,
-                    pos_const,
-                    n_bases,
-                    support,
-                    slots,
-                    positive[c],
-                    C,
-                    kernel_reg,
-                    objective[c],
-                    infeasibility[c],
-                    n_columns,
-                    q,
-                    None if paths is None else paths[c],
-                )
+        info = {"n_kernel_columns": n_columns}
+        return [
+            self._solution(
+                source,
+                c,
+                factors,
+                pos_const,
+                n_bases,
+                support,
+                slots,
+                C,
+                dict(info, objective_path=np.asarray(objective[c]), infeasibility_path=np.asarray(infeasibility[c])),
+                q,
+                None if paths is None else paths[c],
             )
-        return expansions
+            for c in range(n_models)
+        ]
 
     # ------------------------------------------------------------- solutions
     @staticmethod
-    def _coefficients(c, stored, factors, pos_const, n_bases, slots, positive, q):
-        """Class c's restricted solution: (α, b, f on the training set, λ₊, λ₋) (eqs. 8–9).
+    def _coefficients(source, c, factors, pos_const, n_bases, slots, q):
+        """Class c's restricted solution: (α, b, f on the training set or None, λ₊, λ₋) (eqs. 8–9).
 
         ``q[c]`` is the tracked ``q = Σ_{i≥1} w_i²``; μ = 2h/q exactly (not by differencing class means).
+        f is None on dask input (it stays on the chunks).
         """
         m = int(n_bases[c])
         v = cholesky_solve(factors[c], m + 1, pos_const[c, : m + 1])  # H⁻¹A₊
-        g = v[1:] @ stored[slots[c, :m]]  # K_m ṽ
-        mean_pos, mean_neg = g[positive].mean(), g[~positive].mean()
-        n_pos = float(np.count_nonzero(positive))
-        h = n_pos * (positive.shape[0] - n_pos) / positive.shape[0]
+        mean_pos, mean_neg, g = source.combination(c, slots[c, :m], v[1:])  # g = K_m ṽ (None on dask)
+        n_pos = float(source.n_pos[c])
+        h = n_pos * (source.n - n_pos) / source.n
         mu = 2.0 * h / q[c]
         alpha = mu * v[1:]
         b = -0.5 * mu * (mean_pos + mean_neg)
         nu = b - mu * v[0]
-        return alpha, b, mu * g + b, 1.0 - mu - nu, -(1.0 + nu)
+        return alpha, b, None if g is None else mu * g + b, 1.0 - mu - nu, -(1.0 + nu)
 
-    def _dual_infeasibility(
-        self,
-        X,
-        targets,
-        stored,
-        n_stored,
-        cand_cols,
-        cand,
-        factors,
-        pos_const,
-        n_bases,
-        support,
-        slots,
-        C,
-        kernel_reg,
-        q,
-    ):
-        """``|k_jᵀ(ξ + λ₊1₊ + λ₋1₋) + C (Pα)_j|`` for every class and candidate (rows of 8a)."""
+    def _dual_infeasibility(self, source, block, factors, pos_const, n_bases, support, slots, C, q):
+        """``|k_jᵀ(ξ + λ₊1₊ + λ₋1₋) + C (Pα)_j|`` for every class and candidate (rows of 8a; in memory only)."""
+        targets, cand_cols = source.targets, block.columns
         n_models = targets.shape[0]
-        residual = np.zeros((n_models, X.shape[0]))
-        reg = np.zeros((n_models, cand.size))
+        residual = np.zeros((n_models, source.n))
+        reg = np.zeros((n_models, block.cand.size))
         for c in range(n_models):
             if n_bases[c] == 0:
                 continue
             positive = targets[c] > 0
-            alpha, b, f, lam_pos, lam_neg = self._coefficients(
-                c, stored, factors, pos_const, n_bases, slots, positive, q
-            )
+            alpha, b, f, lam_pos, lam_neg = self._coefficients(source, c, factors, pos_const, n_bases, slots, q)
             residual[c] = f - targets[c] + np.where(positive, lam_pos, lam_neg)
-            if kernel_reg:
+            if self.regularizer == "kernel":
                 reg[c] = C * (alpha @ cand_cols[support[c, : n_bases[c]]])
         return np.abs(residual @ cand_cols + reg)
 
-    def _solution(
-        self,
-        c,
-        stored,
-        factors,
-        pos_const,
-        n_bases,
-        support,
-        slots,
-        positive,
-        C,
-        kernel_reg,
-        objective,
-        infeasibility,
-        n_columns,
-        q,
-        path,
-    ):
+    def _solution(self, source, c, factors, pos_const, n_bases, support, slots, C, info, q, path):
         m = int(n_bases[c])
-        info = {
-            "objective_path": np.asarray(objective),
-            "infeasibility_path": np.asarray(infeasibility),
-            "n_kernel_columns": n_columns,
-        }
         if path is None:  # the paper's solution (eqs. 8-9) and cut
-            alpha, b, f, lam_pos, lam_neg = self._coefficients(
-                c, stored, factors, pos_const, n_bases, slots, positive, q
-            )
+            alpha, b, f, lam_pos, lam_neg = self._coefficients(source, c, factors, pos_const, n_bases, slots, q)
             info["multipliers"] = np.array([lam_pos, lam_neg])
+            info["bases"] = support[c, :m].copy()
+            if source.distributed:  # the probability model from per-chunk sums of the training outputs
+                return source.paper_expansion(c, support[c, :m], slots[c, :m], alpha, float(b), info)
             thresh = 0.0
             if self.threshold == "optimized":
-                thresh = optimized_threshold(f, np.where(positive, 1.0, -1.0))
-            info["bases"] = support[c, :m].copy()
+                thresh = optimized_threshold(f, np.where(source.positive[c], 1.0, -1.0))
             return KernelExpansion(
                 support=support[c, :m].copy(),
                 coef=alpha,
@@ -658,11 +703,16 @@ class SparseGreedyKFD(KernelClassifier):
                 train_output=f,
                 info=info,
             )
-        choice = path.choice(final=self.stop != "loo")
-        info["bases"] = support[c, : choice.size].copy()
-        self._log(
-            f"leave-one-out: {choice.size} of {m} bases, C = {choice.lam:.3g}, "
-            f"mean squared LOO residual {choice.press_path[choice.size].min():.4g}"
-        )
+        final = self.stop != "loo"
+        size = path.best[0] if not final else path.m
+        info["bases"] = support[c, :size].copy()
         cut = {"auto": "auto", "qp": "midpoint", "optimized": _optimized_cut}[self.threshold]
-        return loo_expansion(choice, support[c, : choice.size], positive, cut, info)
+        if source.distributed:
+            expansion = source.loo_expansion(path, c, support[c, :size], slots[c, :size], final, cut, info)
+        else:
+            expansion = loo_expansion(path.choice(final=final), support[c, :size], source.positive[c], cut, info)
+        self._log(
+            f"leave-one-out: {size} of {m} bases, C = {expansion.info['loo_lambda']:.3g}, "
+            f"mean squared LOO residual {np.asarray(expansion.info['loo_press'])[size].min():.4g}"
+        )
+        return expansion

@@ -1,5 +1,6 @@
 """kfdnumba on dask arrays and a real dask.distributed LocalCluster (issue 13)."""
 
+import os
 import subprocess
 import sys
 
@@ -84,3 +85,178 @@ def test_lazy_prediction_on_the_cluster(client):
     Xd = da.from_array(X, chunks=(40, 2))
     np.testing.assert_array_equal(model.predict_proba(Xd).compute(), model.predict_proba(X))
     np.testing.assert_array_equal(model.predict(Xd).compute(), model.predict(X))
+
+
+# ------------------------------------------------------------------------ distributed fit
+def _one_class_first(X, y, n_first=40):
+    """Reorder so that the first n_first rows are all of the first class (a one-class chunk)."""
+    first = np.flatnonzero(y == y[0])[:n_first]
+    order = np.concatenate([first, np.setdiff1d(np.arange(y.shape[0]), first)])
+    return X[order], y[order]
+
+
+def _assert_same_fit(eager, lazy, rtol=1e-10):
+    np.testing.assert_array_equal(lazy.support_, eager.support_)
+    bases = eager.bases_ if isinstance(eager.bases_, list) else [eager.bases_]
+    for a, b in zip(bases, lazy.bases_ if isinstance(lazy.bases_, list) else [lazy.bases_]):
+        np.testing.assert_array_equal(a, b)
+    scale = np.abs(eager.dual_coef_).max()
+    np.testing.assert_allclose(lazy.dual_coef_, eager.dual_coef_, rtol=0, atol=rtol * scale)
+    np.testing.assert_allclose(lazy.intercept_, eager.intercept_, rtol=0, atol=rtol * max(scale, 1.0))
+    np.testing.assert_allclose(lazy.proba_slope_, eager.proba_slope_, rtol=1e-8)
+    np.testing.assert_allclose(lazy.output_means_, eager.output_means_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(lazy.output_vars_, eager.output_vars_, rtol=1e-8)
+    np.testing.assert_array_equal(lazy.class_priors_, eager.class_priors_)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},  # leave-one-out size, C and cut (the defaults)
+        {"regularizer": "kernel", "C": 0.1},
+        {"stop": "paper", "C": 1e-2, "threshold": "qp"},  # the paper's solution, no leave-one-out path
+    ],
+)
+def test_dask_fit_equals_the_in_memory_fit_binary(client, params):
+    X, y = _one_class_first(*two_blobs(237, seed=3))
+    chunks = (40, 97, 30, 70)  # uneven; the first chunk holds one class only
+    assert np.unique(y[:40]).size == 1
+    eager = SparseGreedyKFD(sigma=1.0, random_state=1, **params).fit(X, y)
+    Xd = da.from_array(X, chunks=(chunks, 2))
+    lazy = SparseGreedyKFD(sigma=1.0, random_state=1, **params).fit(Xd, da.from_array(y, chunks=chunks))
+    _assert_same_fit(eager, lazy)
+    np.testing.assert_array_equal(lazy.objective_path_.shape, eager.objective_path_.shape)
+    assert lazy.n_kernel_columns_ == eager.n_kernel_columns_
+    np.testing.assert_allclose(lazy.predict_proba(Xd).compute(), eager.predict_proba(X), rtol=1e-8, atol=1e-12)
+
+
+def test_dask_fit_equals_the_in_memory_fit_three_classes_sigma_auto(client):
+    X, y = _one_class_first(*three_class_blobs(150, seed=6), n_first=25)
+    labels = np.array(["a", "b", "c"])[y]  # any label type
+    chunks = (25, 60, 65)
+    # a fixed C: at the grid's smallest λ (ℓ·1e-8, which C="auto" picks here) the ridge solve amplifies the
+    # round-off of the chunked sums to 3e-8 relative differences of the coefficients
+    eager = SparseGreedyKFD(C=0.1, random_state=2).fit(X, labels)
+    lazy = SparseGreedyKFD(C=0.1, random_state=2).fit(da.from_array(X, chunks=(chunks, 2)), labels)  # y NumPy
+    assert lazy.kernel_.sigma == pytest.approx(eager.kernel_.sigma, rel=1e-14)
+    np.testing.assert_array_equal(lazy.classes_, eager.classes_)
+    _assert_same_fit(eager, lazy)
+    np.testing.assert_array_equal(lazy.predict(X), eager.predict(X))
+    assert not hasattr(lazy, "loo_output_")  # ℓ-length outputs stay on the workers
+
+
+class KillOnce(distributed.WorkerPlugin):
+    """Worker plugin: the process running the n-th leave-one-out accept task dies (once, marker file)."""
+
+    name = "kill-once"
+
+    def __init__(self, marker, nth=3):
+        self.marker, self.nth, self.seen = marker, nth, 0
+
+    def setup(self, worker):
+        self.seen = 0
+
+    def transition(self, key, start, finish, **kwargs):
+        name = key[0] if isinstance(key, tuple) else key
+        if finish == "executing" and str(name).startswith("_chunk_accept"):
+            self.seen += 1
+            if self.seen == self.nth and not os.path.exists(self.marker):
+                open(self.marker, "w").close()
+                os._exit(1)
+
+
+def test_worker_killed_mid_fit_is_retried_with_the_same_result(client, tmp_path):
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    X, y = two_blobs(200, seed=8)
+    eager = SparseGreedyKFD(sigma=1.0, random_state=4).fit(X, y)
+    marker = tmp_path / "killed"
+    client.register_plugin(KillOnce(str(marker)))
+    try:
+        lazy = SparseGreedyKFD(sigma=1.0, random_state=4).fit(da.from_array(X, chunks=(50, 2)), y)
+    finally:
+        client.unregister_worker_plugin(KillOnce.name)
+    assert marker.exists()  # a worker did die during the fit
+    _assert_same_fit(eager, lazy)
+    client.wait_for_workers(2, timeout=60)
+
+
+def test_bad_dask_input_gives_clear_errors_on_the_client(client):
+    X, y = two_blobs(120, seed=9)
+    model = SparseGreedyKFD(sigma=1.0)
+    bad = X.copy()
+    bad[70, 0] = np.nan
+    with pytest.raises(ValueError, match=r"NaN or infinity in chunk 1 \(rows 50 to 100\)"):
+        model.fit(da.from_array(bad, chunks=(50, 2)), y)
+    assert not hasattr(model, "support_")
+    with pytest.raises(ValueError, match="chunked along its features"):
+        model.fit(da.from_array(X, chunks=(50, 1)), y)
+    with pytest.raises(ValueError, match="do not match X's row chunks"):
+        model.fit(da.from_array(X, chunks=(50, 2)), da.from_array(y, chunks=40))
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        model.fit(da.from_array(X, chunks=(50, 2)), y[:-1])
+    with pytest.raises(ValueError, match="only 1 class"):
+        model.fit(da.from_array(X, chunks=(50, 2)), np.ones(120))
+    with pytest.raises(ValueError, match="optimized cut"):
+        SparseGreedyKFD(threshold="optimized").fit(da.from_array(X, chunks=(50, 2)), y)
+    with pytest.raises(TypeError, match="cannot fit on a dask array"):
+        KFD().fit(da.from_array(X, chunks=(50, 2)), y)
+
+
+def test_dask_fit_without_a_client_says_how_to_get_one():
+    X, y = two_blobs(40, seed=1)
+    code = (
+        "import numpy as np, dask.array as da; from kfdnumba import SparseGreedyKFD\n"
+        "try:\n"
+        "    SparseGreedyKFD().fit(da.ones((40, 2), chunks=20), np.arange(40) % 2)\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "create a Client" in out.stdout
+
+
+# ------------------------------------------------------------------- chunk kernels vs NumPy
+def test_chunk_loo_kernels_equal_numpy_twins(rng):
+    from kfdnumba._dask import _HAT_MARGIN, _chunk_loo_direction, _chunk_loo_update
+
+    n, m, g, n_fixed = 37, 4, 3, 2
+    rows = rng.standard_normal((n_fixed + m + 2, n))
+    slots = np.array([3, 0, 2, 5])
+    V = rng.standard_normal((g, m + 1))
+    z = rng.standard_normal(n)
+    gammas = rng.uniform(0.5, 2.0, g)
+    alive = np.array([True, False, True])
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    w = np.zeros((g, n))
+    wy = _chunk_loo_direction(rows, n_fixed, slots, V, z, gammas, alive, y, w)
+    c_new = rng.standard_normal(g)
+    f0, h0 = rng.standard_normal((g, n)), rng.uniform(0, 0.5, (g, n))
+    f, h = f0.copy(), h0.copy()
+    press = _chunk_loo_update(w, alive, y, c_new, f, h)
+    for a in range(g):
+        if not alive[a]:
+            np.testing.assert_array_equal(f[a], f0[a])
+            assert press[a] == 0.0 and wy[a] == 0.0
+            continue
+        w_ref = (z - V[a, 0] - V[a, 1:] @ rows[n_fixed + slots]) / np.sqrt(gammas[a])
+        np.testing.assert_allclose(w[a], w_ref, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(wy[a], w_ref @ y, rtol=1e-12)
+        f_ref, h_ref = f0[a] + w_ref * c_new[a], h0[a] + w_ref * w_ref
+        np.testing.assert_allclose(f[a], f_ref, rtol=1e-12)
+        np.testing.assert_allclose(h[a], h_ref, rtol=1e-12)
+        r = (y - f_ref) / np.maximum(1 - h_ref, _HAT_MARGIN)
+        np.testing.assert_allclose(press[a], np.sum(r * r), rtol=1e-12)
+
+
+def test_merged_class_moments_equal_the_whole_array(rng):
+    from kfdnumba._dask import class_moments, merge_moments
+
+    values = rng.standard_normal(100) * 3 + 1
+    positive = rng.random(100) < 0.3
+    positive[:20] = True  # the first part has one class only
+    parts = [class_moments(values[a:b], positive[a:b]) for a, b in [(0, 20), (20, 21), (21, 70), (70, 100)]]
+    merged = merge_moments(parts)
+    for k, side in enumerate((~positive, positive)):
+        np.testing.assert_allclose(merged[k], [side.sum(), values[side].mean(), values[side].var() * side.sum()])
