@@ -31,6 +31,12 @@ Rules
    its loky workers with ``NUMBA_NUM_THREADS`` (and the BLAS variables) set to
    ``cpu_count // n_jobs``, which caps Numba there; an explicit ``n_jobs`` is
    clipped to it.
+   **Inside a dask worker** (a task of ``dask.distributed``, e.g. under
+   ``joblib.parallel_backend("dask")`` or a distributed fit) the default is
+   capped at the worker's ``nthreads``: the worker already runs that many
+   tasks at once on the cores it was given, so a worker with one thread plans
+   one Numba thread (dask sets ``OMP_NUM_THREADS=1`` in its workers, but not
+   Numba's count).
 4. **BLAS.** Inside a call, BLAS is capped at one thread while Numba kernels
    run (``thread_policy``); a BLAS-heavy section (a large ``syrk`` or Cholesky)
    runs in :func:`blas_section`, which gives BLAS the call's threads and Numba
@@ -71,6 +77,7 @@ the layer or the wait policy; the README says how a user who forces
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from contextlib import contextmanager, nullcontext
 
@@ -149,12 +156,27 @@ def _running_elsewhere() -> int:
     return max(total - own, 0)
 
 
+def dask_worker_threads() -> int | None:
+    """Task threads of the dask worker running this code (None outside a dask task; dask is never imported)."""
+    if "distributed" not in sys.modules:
+        return None
+    try:
+        worker = sys.modules["distributed"].get_worker()
+    except (AttributeError, ValueError):
+        return None
+    nthreads = getattr(getattr(worker, "state", worker), "nthreads", None)
+    return int(nthreads) if nthreads else None
+
+
 def plan_threads(n_jobs=None) -> int:
     """Numba threads for a call starting now (rules 2 and 3 of the module docstring)."""
     explicit = resolve_n_jobs(n_jobs)
     if explicit is not None:
         return explicit
     limit = min(numba.config.NUMBA_NUM_THREADS, _available_cores())
+    worker_threads = dask_worker_threads()
+    if worker_threads is not None:
+        limit = min(limit, worker_threads)
     if limit <= 1:
         return 1
     free = _available_cores() - _running_elsewhere()

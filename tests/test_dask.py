@@ -260,3 +260,41 @@ def test_merged_class_moments_equal_the_whole_array(rng):
     merged = merge_moments(parts)
     for k, side in enumerate((~positive, positive)):
         np.testing.assert_allclose(merged[k], [side.sum(), values[side].mean(), values[side].var() * side.sum()])
+
+
+# ------------------------------------------------------------------------ thread policy
+def _plan_in_task():
+    import numba
+
+    from kfdnumba import _threads
+
+    with _threads.thread_policy(None):
+        planned = _threads.call_threads()
+    return _threads.dask_worker_threads(), _threads.plan_threads(None), planned, numba.config.NUMBA_NUM_THREADS
+
+
+def test_a_one_thread_dask_worker_plans_one_numba_thread(client):
+    from kfdnumba import _threads
+
+    assert _threads.dask_worker_threads() is None  # not in a task here
+    for worker_threads, planned, in_call, _ in client.gather(
+        [client.submit(_plan_in_task, pure=False) for _ in range(4)]
+    ):
+        assert (worker_threads, planned, in_call) == (1, 1, 1)
+
+
+def test_grid_search_under_the_dask_joblib_backend_equals_the_serial_search(client):
+    import joblib
+    from sklearn.model_selection import GridSearchCV
+
+    X, y = two_blobs(120, seed=11)
+    grid = {"sigma": [0.7, 1.4], "C": [1e-3, 1e-2]}
+    base = SparseGreedyKFD(max_bases=15, random_state=0)
+    serial = GridSearchCV(base, grid, cv=2, n_jobs=1).fit(X, y)
+    with joblib.parallel_backend("dask"):
+        on_dask = GridSearchCV(base, grid, cv=2, n_jobs=-1).fit(X, y)
+    np.testing.assert_array_equal(serial.cv_results_["mean_test_score"], on_dask.cv_results_["mean_test_score"])
+    assert serial.best_params_ == on_dask.best_params_
+    np.testing.assert_array_equal(
+        serial.best_estimator_.decision_function(X), on_dask.best_estimator_.decision_function(X)
+    )
