@@ -51,7 +51,11 @@ path), each returning a few numbers per candidate.
 
 What the client holds: the κ candidate points, the m accepted points, the
 (m+1)² factors (one per class, and one per λ of the grid per class), the
-per-step κ × (m + classes + 1) blocks, and no ℓ-length array. What a chunk of
+per-step κ × (m + classes + 1) blocks, and the candidate pool the in-memory
+loop draws from (a boolean per training point and class, and its index array,
+8 bytes per point, while a step draws: the price of drawing exactly the same
+candidates as in memory). Nothing else of length ℓ.
+What a chunk of
 c rows holds between steps: its rows (c × d), its targets, its accepted
 columns (c × m, grown geometrically) and, with the leave-one-out path,
 2 g + 2 vectors of length c per class (g = 7 λ, or 1 with a fixed C); during a

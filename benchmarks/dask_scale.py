@@ -1,0 +1,125 @@
+"""SparseGreedyKFD on a row-chunked dask array: ℓ up to 10⁷ Banana-like points on a 2-worker LocalCluster.
+
+    python benchmarks/dask_scale.py --sizes 1000000 10000000 --chunk 500000
+
+The data (``banana_like`` of benchmarks/threads.py) is written to disk as one
+``.npy`` file per chunk and read lazily (``np.load(mmap_mode="r")`` per chunk
+through ``dask.delayed``). Reported per size: fit time, greedy steps, time per
+step, the share of the fit in scheduling (wall time not spent inside the
+chunk tasks, from the tasks' start/stop records), peak resident memory of
+each worker process and of the client, and at the sizes given to
+``--in-memory`` the in-memory fit of the same data beside it (overhead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from threads import banana_like  # noqa: E402
+
+from kfdnumba import SparseGreedyKFD  # noqa: E402
+
+
+def write_chunks(n: int, chunk: int, folder: str, seed: int = 0) -> list[tuple[str, str, int]]:
+    """Write X and y of ``banana_like(n)`` as one .npy pair per chunk; return (X file, y file, rows)."""
+    files = []
+    for k, lo in enumerate(range(0, n, chunk)):
+        rows = min(chunk, n - lo)
+        X, y = banana_like(rows, seed=seed + k)
+        fx, fy = os.path.join(folder, f"X_{k:04d}.npy"), os.path.join(folder, f"y_{k:04d}.npy")
+        np.save(fx, X)
+        np.save(fy, y)
+        files.append((fx, fy, rows))
+    return files
+
+
+def lazy_arrays(files):
+    import dask
+    import dask.array as da
+
+    load = dask.delayed(lambda f: np.load(f, mmap_mode="r")[:], pure=True)
+    X = da.concatenate([da.from_delayed(load(fx), (rows, 2), dtype=np.float64) for fx, _, rows in files])
+    y = da.concatenate([da.from_delayed(load(fy), (rows,), dtype=np.float64) for _, fy, rows in files])
+    return X, y
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000])
+    parser.add_argument("--chunk", type=int, default=500_000)
+    parser.add_argument("--in-memory", type=int, nargs="*", default=[1_000_000])
+    parser.add_argument("--sigma", type=float, default=0.7)
+    parser.add_argument("--folder", default=None, help="where the .npy chunks go (default: a temporary folder)")
+    args = parser.parse_args()
+
+    import distributed
+
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit="4GB"
+    )
+    client = distributed.Client(cluster)
+    params = dict(sigma=args.sigma, random_state=0)
+    print(f"load average before: {os.getloadavg()}", flush=True)
+    with tempfile.TemporaryDirectory(dir=args.folder) as folder:
+        for n in args.sizes:
+            files = write_chunks(n, args.chunk, folder)
+            X, y = lazy_arrays(files)
+            # warm-up: compile / load the Numba cache in the workers and here
+            SparseGreedyKFD(**params, max_bases=3, patience=1).fit(X[: 2 * args.chunk // 10], y[: 2 * args.chunk // 10])
+            with distributed.get_task_stream(client) as task_stream:
+                t_start = time.time()
+                model = SparseGreedyKFD(**params).fit(X, y)
+                t_fit = time.time() - t_start
+            steps = int(model.n_kernel_columns_ // model.n_candidates)
+            # time inside the chunk tasks (per worker), from the task stream
+            stream = task_stream.data
+            per_worker = {}
+            for record in stream:
+                for part in record.get("startstops", ()):
+                    if part["action"] == "compute":
+                        per_worker[record["worker"]] = (
+                            per_worker.get(record["worker"], 0.0) + part["stop"] - part["start"]
+                        )
+            busy = max(per_worker.values()) if per_worker else float("nan")
+            rss = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
+            print(
+                f"dask  l={n:>9,d} chunks={len(files)}: fit {t_fit:7.1f} s, {steps} steps, "
+                f"{t_fit / steps:6.2f} s/step, bases {model.n_retained_}, busiest worker computing "
+                f"{busy / t_fit:5.1%} of the fit (scheduling, transfers and the client: the rest), "
+                f"peak RSS workers {[round(v) for v in rss.values()]} MB, client {_peak_rss_mb():.0f} MB, "
+                f"load {os.getloadavg()}",
+                flush=True,
+            )
+            if n in args.in_memory:
+                Xm, ym = X.compute(), y.compute()
+                t0 = time.time()
+                eager = SparseGreedyKFD(**params).fit(Xm, ym)
+                t_mem = time.time() - t0
+                same = np.array_equal(eager.support_, model.support_)
+                print(
+                    f"memory l={n:>9,d}: fit {t_mem:7.1f} s, {t_mem / steps:6.2f} s/step, dask/memory = "
+                    f"{t_fit / t_mem:.2f}x, same bases: {same}, max |coef diff| / max |coef| = "
+                    f"{np.abs(eager.dual_coef_ - model.dual_coef_).max() / np.abs(eager.dual_coef_).max():.1e}"
+                    if same
+                    else f"memory l={n:>9,d}: fit {t_mem:7.1f} s, dask/memory = {t_fit / t_mem:.2f}x, other bases",
+                    flush=True,
+                )
+                del Xm, ym
+    client.close()
+    cluster.close()
+
+
+if __name__ == "__main__":
+    main()
