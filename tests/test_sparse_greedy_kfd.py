@@ -242,7 +242,7 @@ def test_no_gram_block_wider_than_the_candidates(monkeypatch):
 
     monkeypatch.setattr(Kernel, "block", recording_block)
     fit(X, y, max_bases=30, n_candidates=9)
-    assert widths and all(w <= 9 for _, w in widths)
+    assert widths and all(min(a, b) <= 9 for a, b in widths)  # candidates × ℓ (or ℓ × candidates)
 
 
 # -------------------------------------------------------------------- threshold
