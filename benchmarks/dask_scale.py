@@ -67,7 +67,7 @@ def main() -> None:
     import distributed
 
     cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit="4GB"
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", memory_limit="4GB"
     )
     client = distributed.Client(cluster)
     params = dict(sigma=args.sigma, random_state=0)

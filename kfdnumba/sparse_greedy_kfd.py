@@ -249,6 +249,10 @@ class CandidateBlock:
     columns: np.ndarray | None = None
 
 
+#: Kernel columns the in-memory store starts with; it doubles as bases are accepted (up to max_bases).
+INITIAL_STORED_COLUMNS = 64
+
+
 class MemoryColumns:
     """The training set in memory: candidate statistics by one GEMM, the accepted columns stored once.
 
@@ -259,18 +263,37 @@ class MemoryColumns:
 
     distributed = False
 
-    def __init__(self, X: np.ndarray, targets: np.ndarray, kernel, capacity: int):
+    def __init__(self, X: np.ndarray, targets: np.ndarray, kernel, capacity: int, budget=None):
         self.X, self.targets, self.kernel = X, targets, kernel
         self.n, self.n_models = X.shape[0], targets.shape[0]
         self.positive = targets > 0
         self.n_pos = self.positive.sum(axis=1).astype(np.float64)
         self.n_fixed = 1 + self.n_models
-        self.rows = np.empty((self.n_fixed + capacity, self.n))
+        self.capacity = capacity
+        self.budget = budget  # (bytes allowed for the stored columns, what) or None
+        self.rows = np.empty((self.n_fixed + min(capacity, INITIAL_STORED_COLUMNS), self.n))
         self.rows[0] = 1.0
         self.rows[1 : self.n_fixed] = self.positive
         self.stored = self.rows[self.n_fixed :]
         self.stored_index = np.empty(capacity, dtype=np.intp)
         self.n_stored = 0
+        self._shared_paths = []  # paths reading ``stored`` (re-pointed when it grows)
+
+    def _grow(self) -> None:
+        """Double the column store (at most ``capacity``), within the memory budget."""
+        size = min(self.capacity, 2 * self.stored.shape[0])
+        if self.budget is not None and 8.0 * size * self.n > self.budget[0]:
+            allowed, what = self.budget
+            raise ValueError(
+                f"{what}: storing {size} kernel columns would exceed max_memory_gb after {self.n_stored} bases. "
+                "Raise max_memory_gb, lower max_bases, or fit on a dask array (see the README)."
+            )
+        rows = np.empty((self.n_fixed + size, self.n))
+        rows[: self.n_fixed + self.n_stored] = self.rows[: self.n_fixed + self.n_stored]
+        self.rows = rows
+        self.stored = rows[self.n_fixed :]
+        for path in self._shared_paths:
+            path.columns = self.stored
 
     def candidates(self, cand: np.ndarray, kernel_reg: bool) -> CandidateBlock:
         """Kernel columns of the candidates (one parallel block) and their statistics (one GEMM)."""
@@ -286,7 +309,10 @@ class MemoryColumns:
     def new_path(self, c: int, lambdas, capacity: int, penalty: str, patience: int) -> LooPath:
         """Class c's leave-one-out path (a binary model's reads the stored columns, which are its own in order)."""
         shared = self.stored if self.n_models == 1 else None
-        return LooPath(self.targets[c], lambdas, capacity, penalty, patience, shared)
+        path = LooPath(self.targets[c], lambdas, capacity, penalty, patience, shared)
+        if shared is not None:
+            self._shared_paths.append(path)
+        return path
 
     def loo_append(self, path, block: CandidateBlock, j: int, index: int, cross, slots, kdiag) -> bool:
         """Append candidate j's column to class c's path (False: refused)."""
@@ -294,6 +320,8 @@ class MemoryColumns:
 
     def store(self, block: CandidateBlock, j: int) -> int:
         """Store candidate j's column; return its slot."""
+        if self.n_stored == self.stored.shape[0]:
+            self._grow()
         self.stored[self.n_stored] = block.columns[:, j]
         self.stored_index[self.n_stored] = block.cand[j]
         self.n_stored += 1
@@ -357,7 +385,9 @@ class SparseGreedyKFD(KernelClassifier):
         means); "optimized": the 1-D error/margin threshold of section 6.2.
     max_memory_gb : float, default 4.0
         Refuse fits whose stored kernel columns (ℓ × m per class at most) and
-        Cholesky factors would exceed this.
+        Cholesky factors would exceed this. The column store starts at 64
+        columns and doubles as bases are accepted; a doubling past the budget
+        stops the fit with a ValueError (leaving the estimator unfitted).
     kernel, sigma, n_jobs, verbose, random_state
         See :class:`kfdnumba._base.KernelClassifier`.
 
@@ -450,12 +480,13 @@ class SparseGreedyKFD(KernelClassifier):
         # the LOO paths, at most (a binary path reads the stored columns; one-vs-rest paths keep copies)
         lambdas = path_lambdas(n, self.C)
         loo_bytes = n_models * path_bytes(n, max_bases, lambdas.shape[0], n_models > 1) if self._uses_loo() else 0.0
-        check_memory(
-            loo_bytes + 8.0 * (capacity * n + n_models * (max_bases + 1) ** 2 + 4 * n * self.n_candidates),
-            self.max_memory_gb,
-            f"SparseGreedyKFD with {n} training points, {n_models} model(s) and max_bases={max_bases}",
-        )
-        return self._greedy(MemoryColumns(X, targets, self.kernel_, capacity), rng)
+        # Checked now: what a path of INITIAL_STORED_COLUMNS takes; the column store grows as bases are
+        # accepted and is checked again at each doubling (a leave-one-out stop usually comes long before).
+        what = f"SparseGreedyKFD with {n} training points, {n_models} model(s) and max_bases={max_bases}"
+        fixed = loo_bytes + 8.0 * (n_models * (max_bases + 1) ** 2 + 4 * n * self.n_candidates)
+        check_memory(fixed + 8.0 * min(capacity, INITIAL_STORED_COLUMNS) * n, self.max_memory_gb, what)
+        budget = (self.max_memory_gb * 2**30 - fixed, what)  # bytes the column store may take
+        return self._greedy(MemoryColumns(X, targets, self.kernel_, capacity, budget), rng)
 
     def _uses_loo(self) -> bool:
         return self.stop == "loo" or self.C == "auto" or self.threshold == "auto"

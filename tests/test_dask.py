@@ -18,7 +18,7 @@ from kfdnumba import DDA, KFD, SparseGreedyKFD, registered_estimators  # noqa: E
 def client():
     """Two worker processes with one thread each, started once for the module."""
     cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=50
     )
     with distributed.Client(cluster) as c:
         yield c

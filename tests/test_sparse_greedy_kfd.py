@@ -323,3 +323,31 @@ def test_bad_parameters(param, value, match):
     X, y = banana_like(30)
     with pytest.raises(ValueError, match=match):
         SparseGreedyKFD(**{param: value}).fit(X, y)
+
+
+def test_column_store_grows_and_gives_the_same_model(monkeypatch):
+    from kfdnumba import sparse_greedy_kfd
+
+    X, y = banana_like(300, seed=21)
+    whole = fit(X, y, max_bases=40, tol=0.0)
+    monkeypatch.setattr(sparse_greedy_kfd, "INITIAL_STORED_COLUMNS", 3)  # grows 3 → 6 → 12 → 24 → 40
+    grown = fit(X, y, max_bases=40, tol=0.0)
+    np.testing.assert_array_equal(grown.support_, whole.support_)
+    np.testing.assert_array_equal(grown.dual_coef_, whole.dual_coef_)
+    default = SparseGreedyKFD(sigma=0.7, random_state=0).fit(X, y)  # the leave-one-out path reads the store
+    monkeypatch.setattr(sparse_greedy_kfd, "INITIAL_STORED_COLUMNS", 64)
+    np.testing.assert_array_equal(default.dual_coef_, SparseGreedyKFD(sigma=0.7, random_state=0).fit(X, y).dual_coef_)
+
+
+def test_column_store_growth_past_the_budget_is_refused(monkeypatch):
+    from kfdnumba import sparse_greedy_kfd
+
+    X, y = banana_like(2000, seed=22)
+    monkeypatch.setattr(sparse_greedy_kfd, "INITIAL_STORED_COLUMNS", 2)
+    fixed = 8.0 * ((200 + 1) ** 2 + 4 * 2000 * 59)  # factors and candidate blocks (no leave-one-out path)
+    budget_gb = (fixed + 8.0 * 20 * 2000) / 2**30  # room for 20 stored columns: 2, 4, 8, 16, then 32 refused
+    params = dict(stop="paper", C=1e-2, threshold="qp", tol=0.0, max_bases=200, max_memory_gb=budget_gb)
+    model = SparseGreedyKFD(sigma=0.7, random_state=0, **params)
+    with pytest.raises(ValueError, match="would exceed max_memory_gb after"):
+        model.fit(X, y)
+    assert not hasattr(model, "support_")
