@@ -56,26 +56,27 @@ def ridge_loo_grid(K: np.ndarray, y: np.ndarray, lambdas: np.ndarray) -> tuple[n
     The ridge fit of the ±1 labels y on the columns of K with an unpenalised
     intercept, ``min ||y - b - Kα||² + λ||α||²``, is KFD with μ = λ (its
     direction is ``(KCK + λI)⁻¹KCy ∝ (N + λI)⁻¹(M₊ - M₋)`` by Sherman–Morrison,
-    ``KCK = N + (ℓ₊ℓ₋/ℓ) d dᵀ``). With ``Φ = CK`` (columns centred) and
-    ``ΦᵀΦ = V diag(s) Vᵀ``, ``U = ΦV``: the hat matrix is
-    ``11ᵀ/ℓ + U diag(1/(s + λ)) Uᵀ``, so one eigendecomposition prices every λ
-    in O(ℓ²) each (PRESS, ``e_i/(1 - h_ii)``). Time O(ℓ³) (a syrk, ``eigh``, a GEMM).
+    ``KCK = N + (ℓ₊ℓ₋/ℓ) d dᵀ``). With ``K = Q diag(w) Qᵀ`` the fit without
+    intercept has the hat matrix ``H₀ = Q diag(s) Qᵀ``, ``s = w²/(w² + λ)``;
+    the unpenalised intercept column 1 adds ``r rᵀ / (1ᵀr)``, ``r = (I - H₀)1``.
+    So one symmetric eigendecomposition of K prices every λ in O(ℓ²) each
+    (PRESS, ``e_i/(1 - h_ii)``).
     """
-    n = y.shape[0]
-    phi = K - K.mean(axis=0)
-    s, V = scipy.linalg.eigh(row_gram_lower(phi.T).T, lower=False, check_finite=False, overwrite_a=True)
-    s = np.maximum(s, 0.0)
-    U = phi @ V
-    y_bar = y.mean()
-    uy = U.T @ (y - y_bar)
-    U2 = U * U
+    w, Q = scipy.linalg.eigh(K, check_finite=False, driver="evr")
+    w = np.maximum(w, 0.0)
+    w2 = w * w
+    Q2 = Q * Q
+    qy = Q.T @ y
+    q1 = Q.sum(axis=0)  # Qᵀ1
     press = np.empty(lambdas.shape[0])
-    fits = np.empty((lambdas.shape[0], n))
-    loo = np.empty((lambdas.shape[0], n))
+    fits = np.empty((lambdas.shape[0], y.shape[0]))
+    loo = np.empty((lambdas.shape[0], y.shape[0]))
     for a, lam in enumerate(lambdas):
-        w = 1.0 / (s + lam)
-        h = 1.0 / n + U2 @ w
-        fits[a] = y_bar + U @ (w * uy)
+        s = w2 / (w2 + lam)
+        r = Q @ ((1.0 - s) * q1)  # (I - H₀)1
+        denom = max(float(r.sum()), 1e-300)  # 1ᵀ(I - H₀)1 > 0 unless 1 is in the range of K
+        h = Q2 @ s + r * r / denom
+        fits[a] = Q @ (s * qy) + r * (float(r @ y) / denom)
         resid = (y - fits[a]) / np.maximum(1.0 - h, 1e-10)
         press[a] = np.mean(resid * resid)
         loo[a] = y - resid
