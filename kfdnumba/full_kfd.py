@@ -50,7 +50,9 @@ __all__ = ["KFD"]
 AUTO_MU_POINTS = 1000
 
 
-def ridge_loo_grid(K: np.ndarray, y: np.ndarray, lambdas: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def ridge_loo_grid(
+    K: np.ndarray, y: np.ndarray, lambdas: np.ndarray, eig: tuple | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return the mean squared leave-one-out residual per λ, the fits and the leave-one-out outputs (g × ℓ each).
 
     The ridge fit of the ±1 labels y on the columns of K with an unpenalised
@@ -60,9 +62,10 @@ def ridge_loo_grid(K: np.ndarray, y: np.ndarray, lambdas: np.ndarray) -> tuple[n
     intercept has the hat matrix ``H₀ = Q diag(s) Qᵀ``, ``s = w²/(w² + λ)``;
     the unpenalised intercept column 1 adds ``r rᵀ / (1ᵀr)``, ``r = (I - H₀)1``.
     So one symmetric eigendecomposition of K prices every λ in O(ℓ²) each
-    (PRESS, ``e_i/(1 - h_ii)``).
+    (PRESS, ``e_i/(1 - h_ii)``); ``eig``: that ``(w, Q)`` when the caller has it
+    (one-vs-rest shares it between the classes).
     """
-    w, Q = scipy.linalg.eigh(K, check_finite=False, driver="evr")
+    w, Q = scipy.linalg.eigh(K, check_finite=False, driver="evr") if eig is None else eig
     w = np.maximum(w, 0.0)
     w2 = w * w
     Q2 = Q * Q
@@ -162,21 +165,25 @@ class KFD(KernelClassifier):
         n = X.shape[0]
         check_memory(24.0 * n * n, self.max_memory_gb, f"KFD with {n} training points and {targets.shape[0]} classes")
         K = self.kernel_.block(X, X)
+        eig = None
+        if self.mu == "auto" and n <= AUTO_MU_POINTS:  # one eigendecomposition prices every class's μ
+            with blas_section(4.0 * n**3):
+                eig = scipy.linalg.eigh(K, check_finite=False, driver="evr")
         expansions = []
         for c, y in enumerate(targets):
             self._log(f"one-vs-rest: class {self.classes_[c]!r} ({c + 1}/{targets.shape[0]})")
             last = c == targets.shape[0] - 1
-            expansions.append(self._fit_binary(X, y, rng, K if last else K.copy()))
+            expansions.append(self._fit_binary(X, y, rng, K if last else K.copy(), eig))
         return expansions
 
-    def _fit_binary(self, X, y, rng, K=None):
+    def _fit_binary(self, X, y, rng, K=None, eig=None):
         n = X.shape[0]
         check_memory(16.0 * n * n, self.max_memory_gb, f"KFD with {n} training points")
         self._log(f"Gram matrix {n} x {n}")
         positive = (y > 0).astype(np.int64)
         if K is None:
             K = self.kernel_.block(X, X)
-        mu, loo = self._choose_mu(K, y, rng)
+        mu, loo = self._choose_mu(K, y, rng, eig)
         means = _centre_columns_by_class.run(n * n * 2, K, positive)  # K is now class-centred
         d = means[:, 1] - means[:, 0]
         self._log("Cholesky solve of (N + mu I) alpha = M+ - M-")
@@ -214,7 +221,7 @@ class KFD(KernelClassifier):
             info=info,
         )
 
-    def _choose_mu(self, K, y, rng):
+    def _choose_mu(self, K, y, rng, eig=None):
         """Return μ and, when it was chosen by exact leave-one-out, ``(ridge fit, its LOO outputs)``."""
         if self.mu != "auto":
             return float(self.mu), None
@@ -223,7 +230,7 @@ class KFD(KernelClassifier):
         if n <= AUTO_MU_POINTS:
             lambdas = default_lambdas(n)
             with blas_section(4.0 * n**3):
-                press, fits, loo = ridge_loo_grid(K, ypm, lambdas)
+                press, fits, loo = ridge_loo_grid(K, ypm, lambdas, eig)
             a = int(np.argmin(press))
             self._log(f"leave-one-out: mu = {lambdas[a]:.3g} (mean squared LOO residual {press[a]:.4g})")
             return float(lambdas[a]), (fits[a], loo[a])

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import two_blobs
+from conftest import three_class_blobs, two_blobs
 from naive import rbf
 
 from kfdnumba._base import pooled_cut as loo_cut
@@ -284,3 +284,21 @@ def test_matching_pursuit_auto_criterion_keeps_the_smaller_model_unless_the_othe
     assert auto.criterion_ == expected
     np.testing.assert_allclose(auto.dual_coef_, models[expected].dual_coef_, rtol=1e-12)
     np.testing.assert_array_equal(auto.support_, models[expected].support_)
+
+
+def test_kfd_one_vs_rest_shares_one_eigendecomposition(monkeypatch):
+    import scipy.linalg
+
+    from kfdnumba import full_kfd
+
+    X, y = three_class_blobs(90, seed=5)
+    calls = []
+    original = scipy.linalg.eigh
+    monkeypatch.setattr(full_kfd.scipy.linalg, "eigh", lambda *a, **k: calls.append(1) or original(*a, **k))
+    model = KFD(sigma=1.0).fit(X, y)
+    assert len(calls) == 1
+    for c, label in enumerate(model.classes_):  # each class's μ and model: its binary fit's
+        binary = KFD(sigma=1.0).fit(X, np.where(y == label, 1, -1))
+        assert model.loo_lambda_[c] == binary.loo_lambda_
+        np.testing.assert_allclose(model.dual_coef_[:, c], binary.dual_coef_[:, 0], rtol=1e-8, atol=1e-9)
+        np.testing.assert_allclose(model.intercept_[c], binary.intercept_[0], rtol=1e-8, atol=1e-9)
