@@ -155,8 +155,8 @@ def _append_column(L, m, cross, kernel_penalty, indices, index, z, lambdas, aliv
     if cross.shape[0] == 0:
         cross = np.empty(m + 1)
         cross[0] = np.sum(z)
-        for k in range(m):
-            cross[k + 1] = np.dot(columns[k], z)
+        if m:
+            cross[1:] = np.dot(np.ascontiguousarray(columns[:m]), z)  # one BLAS gemv
     penalty_col = np.zeros(m)  # P = I, or P = K_II: the new column of P is z at the chosen points
     penalty_diag = 1.0
     if kernel_penalty:
