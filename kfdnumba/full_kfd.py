@@ -48,6 +48,10 @@ __all__ = ["KFD"]
 
 #: ``mu="auto"``: exact leave-one-out over the λ grid up to this many points, on a random subset of this size above.
 AUTO_MU_POINTS = 1000
+#: KFD's LAPACK sections (syrk + Cholesky, eigh) get BLAS threads only from this work on (ℓ ≳ 900):
+#: below it the spinning BLAS workers slowed the next fit's parallel Gram block more than they saved
+#: (ℓ = 400: median fit 25 ms with them against 18 ms on one thread; benchmarks/threads.py).
+_KFD_BLAS_MIN_WORK = 1e9
 
 
 def ridge_loo_grid(
@@ -167,7 +171,7 @@ class KFD(KernelClassifier):
         K = self.kernel_.block(X, X)
         eig = None
         if self.mu == "auto" and n <= AUTO_MU_POINTS:  # one eigendecomposition prices every class's μ
-            with blas_section(4.0 * n**3):
+            with blas_section(4.0 * n**3, min_work=_KFD_BLAS_MIN_WORK):
                 eig = scipy.linalg.eigh(K, check_finite=False, driver="evr")
         expansions = []
         for c, y in enumerate(targets):
@@ -187,7 +191,7 @@ class KFD(KernelClassifier):
         means = _centre_columns_by_class.run(n * n * 2, K, positive)  # K is now class-centred
         d = means[:, 1] - means[:, 0]
         self._log("Cholesky solve of (N + mu I) alpha = M+ - M-")
-        with blas_section(n**3 + n**3 / 3.0):  # syrk and Cholesky: BLAS threads, Numba one
+        with blas_section(n**3 + n**3 / 3.0, min_work=_KFD_BLAS_MIN_WORK):  # syrk and Cholesky: BLAS threads, Numba one
             N = row_gram_lower(K)
             N[np.diag_indices_from(N)] += mu
             try:
@@ -229,14 +233,14 @@ class KFD(KernelClassifier):
         ypm = np.where(y > 0, 1.0, -1.0)
         if n <= AUTO_MU_POINTS:
             lambdas = default_lambdas(n)
-            with blas_section(4.0 * n**3):
+            with blas_section(4.0 * n**3, min_work=_KFD_BLAS_MIN_WORK):
                 press, fits, loo = ridge_loo_grid(K, ypm, lambdas, eig)
             a = int(np.argmin(press))
             self._log(f"leave-one-out: mu = {lambdas[a]:.3g} (mean squared LOO residual {press[a]:.4g})")
             return float(lambdas[a]), (fits[a], loo[a])
         sub = _stratified_subset(y > 0, AUTO_MU_POINTS, rng)
         lambdas = default_lambdas(sub.shape[0])
-        with blas_section(4.0 * sub.shape[0] ** 3):
+        with blas_section(4.0 * sub.shape[0] ** 3, min_work=_KFD_BLAS_MIN_WORK):
             press, _, _ = ridge_loo_grid(K[np.ix_(sub, sub)], ypm[sub], lambdas)
         mu = float(lambdas[int(np.argmin(press))]) * n / sub.shape[0]
         self._log(f"leave-one-out on {sub.shape[0]} of {n} points: mu = {mu:.3g}")
