@@ -31,7 +31,8 @@ What the methods do with it (``stop="loo"`` / ``n_bases="auto"``,
 
 * **size**: the path stops once the best PRESS over the grid has not
   improved (by more than ``IMPROVE_RTOL``) for ``patience`` steps, and the
-  model is the best prefix;
+  model is the best prefix of at least one column (a model of the intercept
+  alone, the best on labels without signal, is not a kernel classifier);
 * **regulariser**: the λ of the grid with the lowest PRESS at that prefix;
   the final coefficients are that ridge solution, ``a = L⁻ᵀ (Wᵀy)``;
 * **class cut**: from the leave-one-out outputs ``y_i - e_i/(1 - h_ii)``, where
@@ -294,7 +295,9 @@ class LooPath:
         self.m = m + 1
         self.press.append(press)
         a = int(np.argmin(press))
-        if press[a] < (1.0 - IMPROVE_RTOL) * self.press[self.best[0]][self.best[1]]:
+        # the first column is always taken: a kernel model keeps at least one point, even where the
+        # intercept alone has the lower PRESS (no signal; its cut then rests on the leave-one-out outputs)
+        if self.best[0] == 0 or press[a] < (1.0 - IMPROVE_RTOL) * self.press[self.best[0]][self.best[1]]:
             self.best = (self.m, a)
             self._best_state = self._state(a)
             self.since_best = 0

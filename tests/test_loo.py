@@ -302,3 +302,14 @@ def test_kfd_one_vs_rest_shares_one_eigendecomposition(monkeypatch):
         assert model.loo_lambda_[c] == binary.loo_lambda_
         np.testing.assert_allclose(model.dual_coef_[:, c], binary.dual_coef_[:, 0], rtol=1e-8, atol=1e-9)
         np.testing.assert_allclose(model.intercept_[c], binary.intercept_[0], rtol=1e-8, atol=1e-9)
+
+
+@pytest.mark.parametrize("cls", [SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD, LqKFD], ids=lambda c: c.__name__)
+def test_labels_without_signal_still_give_a_kernel_model(cls):
+    # the intercept alone has the lowest PRESS here; the path still keeps its first column
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((120, 2)), rng.integers(0, 2, 120)
+    model = cls(sigma=1.0, random_state=0).fit(X, y)
+    assert model.n_retained_ >= 1
+    assert np.isfinite(model.predict_proba(X)).all()
+    assert model.loo_press_[0].min() <= model.loo_press_[model.loo_size_].min() * 1.05  # no real gain over b alone
