@@ -14,40 +14,48 @@ fitted in memory may hold ℓ-length leave-one-out outputs; they stay behind).
 **The distributed sparse greedy fit** (:class:`DaskColumns`). The greedy loop
 of :mod:`kfdnumba.sparse_greedy_kfd` reads the training set through a column
 source with three operations: the candidates' statistics
-``[1; 1₊; K_mᵀ] K[:, cand]`` and ``diag(K[:, cand]ᵀK[:, cand])``, storing an
-accepted candidate's column, and the leave-one-out update of an accepted
-column. In memory these are one GEMM over ℓ rows; here each row chunk of X
-lives on a worker as a :class:`ChunkState` (its rows, its ±1 targets, its
-share of the accepted kernel columns and of the leave-one-out fits), and every
-operation is a task per chunk whose results are summed on the client:
+``[1; 1₊; K_mᵀ] K[:, cand]`` and ``diag(K[:, cand]ᵀK[:, cand])``, accepting a
+candidate, and the leave-one-out update of an accepted column. In memory these
+are one GEMM over ℓ rows; here each row chunk of X lives on a worker as a
+:class:`ChunkState` (its rows, its ±1 targets, the accepted points, perhaps
+their kernel columns, and its share of the leave-one-out fits), and a greedy
+step is ONE round trip between the client and the chunks:
 
-* **candidates** (one task per chunk per step): the κ candidates' kernel
-  columns against the chunk's rows (``kernel.block``, the in-memory path's
-  Numba kernel), ``rows_chunk @ K[chunk, cand]`` and the squared column norms:
-  a (1 + classes + m) × κ block and κ numbers per chunk, summed on the client
-  and scored there by the in-memory path's scoring code.
-* **accept** (folded into the next task of the chunk): the accepted candidate's
-  column is recomputed from its point (O(chunk · d)) and appended to the
-  chunk's stored columns.
-* **leave-one-out** (stop="loo", C="auto" or threshold="auto"): the ridge fits
-  ``f`` and hat diagonals ``h`` per λ of the grid (:class:`kfdnumba._loo.LooPath`)
-  are per-row given small broadcast vectors, so they are distributed too. The
-  client borders the (m+1)² factors per λ (``_loo._border_factors``, small)
-  and broadcasts ``V = L⁻ᵀl`` and γ; a first task per chunk forms its rows of
-  the new column ``w = (z - Z_prev V)/√γ`` of W and its share of ``wᵀy``
-  (:func:`_chunk_loo_direction`), a second one, with ``wᵀy`` summed, updates
-  ``f += w wᵀy``, ``h += w²`` and returns its share of PRESS
-  (:func:`_chunk_loo_update`): the in-memory path's arithmetic row by row, so
-  only the order of the sums over rows differs. (``wᵀy`` could be had on the
-  client from ``zᵀy - Vᵀ Z_prevᵀy``, saving a pass, but that difference loses
-  digits when the new column is nearly dependent: 1e-8 relative differences
-  of the coefficients at the grid's smallest λ.) Snapshots of the best
-  prefix's ``f``, ``h`` stay on the chunks; the final model's class means, the
-  cut and the probability model come from per-chunk moments (means and
-  centred sums of squares merged by Chan's rule).
+* **one task per chunk** (:func:`_chunk_step`) first applies the last step's
+  outcome (best-prefix snapshots, the accepted points), then goes through the
+  chunk's rows in blocks (the same boundaries at every step), and per block
+  gets the rows' kernel columns of the m bases, ``K(X_block, X_bases)``: a
+  view of the stored columns, or computed again (below); from them, for each
+  class's leave-one-out update of the last step, the block's rows of the new
+  column of W, ``w = (z - Z_prev V)/√γ`` (``V = L⁻ᵀl`` and γ of the factors
+  bordered on the client, ``_loo._border_factors``) and its share of ``wᵀy``;
+  and the new κ candidates' kernel block (``kernel.block``, the in-memory
+  path's Numba kernel), ``[1; 1₊; K_mᵀ] K[:, cand]`` and the squared column
+  norms;
+* with leave-one-out updates, a task sums the chunks' ``wᵀy`` (on a worker)
+  and a second task per chunk (:func:`_chunk_loo_fits`) does ``f += w wᵀy``,
+  ``h += w²`` and returns its share of PRESS: the in-memory arithmetic row by
+  row (:class:`kfdnumba._loo.LooPath`), so only the order of the sums differs;
+* the client gathers the summed statistics and PRESS once, and scores with
+  the in-memory path's code.
 
-So a step costs one pass over the chunks (two more with the leave-one-out
-path), each returning a few numbers per candidate.
+The PRESS of step t thus arrives with step t+1's candidate statistics, but
+with ``stop="loo"`` it decides whether a class goes on, hence which
+candidates step t+1 draws. The client draws them as if no class stopped, and
+when the PRESS does stop one, ``candidates`` returns None: the loop restores
+the random generator, drops the statistics (the wasted work of one step) and
+draws again without that class, exactly as in memory. The per-step message
+(snapshots, accepted points, the factors' V and γ: O(g m) per class) is one
+key, fetched once per worker; ``pure=False`` everywhere (nothing is hashed).
+
+**Stored or recomputed columns.** While a worker's share of the accepted
+kernel columns (``8 · ℓ/workers · m`` bytes, grown by doubling) fits
+``max_memory_gb`` and a quarter of the worker's memory limit, each chunk
+stores them (c × m); past that it drops them and computes
+``K(X_block, X_bases)`` again at every step (O(c · m · d) kernel values per
+step, memory O(block · (m + κ)) with blocks of about ``BLOCK_BYTES``). Both
+give the same numbers: a block's kernel values do not depend on which other
+points are in it.
 
 What the client holds: the κ candidate points, the m accepted points, the
 (m+1)² factors (one per class, and one per λ of the grid per class), the
@@ -55,11 +63,13 @@ per-step κ × (m + classes + 1) blocks, and the candidate pool the in-memory
 loop draws from (a boolean per training point and class, and its index array,
 8 bytes per point, while a step draws: the price of drawing exactly the same
 candidates as in memory). Nothing else of length ℓ.
-What a chunk of
-c rows holds between steps: its rows (c × d), its targets, its accepted
-columns (c × m, grown geometrically) and, with the leave-one-out path,
-2 g + 2 vectors of length c per class (g = 7 λ, or 1 with a fixed C); during a
-candidate task also the c × κ candidate block.
+What a chunk of c rows holds between steps: its rows (c × d), its targets,
+its accepted points, the stored columns if any (c × m, grown geometrically)
+and, with the leave-one-out path, 2 g + 2 vectors of length c per class (the
+fits f, h per λ and the best prefix's; g = 7 λ, or 1 with a fixed C); during a
+step also w (g × c per class) and one block's kernel rows. The final model's
+class means, cut and probability model come from per-chunk moments (means and
+centred sums of squares merged by Chan's rule).
 
 Failures: the state of a chunk after each step is a new key (the step
 functions never change their input state), so when a worker dies the scheduler
@@ -78,6 +88,7 @@ from dataclasses import dataclass
 import dask
 import dask.array as da
 import numpy as np
+from dask.sizeof import sizeof
 
 from ._base import KernelExpansion, is_dask_array
 from ._jit import jit
@@ -152,30 +163,23 @@ def map_row_blocks(model, method: str, X, attributes: tuple, n_columns: int | No
 
 # --------------------------------------------------------------------------- chunk kernels
 @jit(parallel=False)
-def _chunk_loo_direction(rows, first_row, slots, V, z, gammas, alive, y, w):
-    """One chunk's rows of a leave-one-out step's new column of W (``_loo._append_column``).
+def _loo_direction(z, ZV, gammas, alive, y, w, offset):
+    """Rows ``offset …`` of a leave-one-out step's new column of W, per live λ (``_loo._update_fits``' w).
 
-    For every live λ: ``w[a] = (z - Z_prev V[a]) / √γ_a`` with ``Z_prev = [1, rows[first_row + slots]]``;
-    returns the chunk's share of ``wᵀy`` per λ (0 for a retired λ).
+    ``w[a, offset + i] = (z[i] - ZV[a, i]) / √γ_a``, with ``ZV[a] = V[a, 0] + Z_prev V[a, 1:]`` for these
+    rows; returns their share of ``wᵀy`` per λ (0 for a retired λ, whose row of w is left as it was).
     """
-    g, n = w.shape
+    g, n = ZV.shape
     wy = np.zeros(g)
     for a in range(g):
         if not alive[a]:
             continue
-        zv = w[a]
-        for i in range(n):
-            zv[i] = V[a, 0]
-        for k in range(slots.shape[0]):
-            v = V[a, k + 1]
-            row = rows[first_row + slots[k]]
-            for i in range(n):
-                zv[i] += v * row[i]
         inv = 1.0 / np.sqrt(gammas[a])
         c = 0.0
         for i in range(n):
-            zv[i] = (z[i] - zv[i]) * inv
-            c += zv[i] * y[i]
+            value = (z[i] - ZV[a, i]) * inv
+            w[a, offset + i] = value
+            c += value * y[i]
         wy[a] = c
     return wy
 
@@ -234,24 +238,57 @@ def merge_moments(parts) -> np.ndarray:
 class ChunkState:
     """What a worker keeps for one row chunk between greedy steps (never changed once made).
 
-    ``rows`` is the chunk's part of ``[1; 1₊ per class; accepted columns]`` (a buffer grown
-    geometrically: a later state only writes rows beyond ``n_fixed + n_stored`` of an earlier one, so an
-    earlier state stays valid and a retried task writes the same values); ``pending`` the current
-    step's candidate block; ``fits`` per class ``(f, h)`` (g × c) of the leave-one-out path and
-    ``best`` its snapshot at the best prefix; ``directions`` a step's new columns of W (between its two
-    leave-one-out tasks); ``stats`` what the last task computed for the client.
+    ``rows`` is the chunk's part of ``[1; 1₊ per class]`` and, while the columns are stored, of the
+    accepted kernel columns after them (a buffer grown to the capacity the client sends: a later state
+    only writes rows beyond ``n_fixed + n_stored`` of an earlier one, so an earlier state stays valid and
+    a retried task writes the same values); ``bases`` the accepted points (slot order); ``fits`` per class
+    ``(f, h)`` (g × c) of the leave-one-out path and ``best`` its snapshot at the best prefix;
+    ``directions`` a step's new columns of W with their live λ (between the two tasks of a
+    leave-one-out step); ``stats`` what the last task computed for the client.
     """
 
     X: np.ndarray
     targets: np.ndarray
     rows: np.ndarray
     n_fixed: int
+    bases: np.ndarray
+    block_rows: int
     n_stored: int = 0
-    pending: np.ndarray | None = None
     fits: tuple | None = None
     best: tuple | None = None
     directions: dict | None = None
     stats: object = None
+
+
+def _state_bytes(state: ChunkState) -> int:
+    """Bytes of a chunk state's arrays (what the scheduler weighs before moving a chunk's task elsewhere)."""
+    arrays = [state.X, state.targets, state.rows, state.bases]
+    for group in (state.fits or ()), (state.best or ()):
+        arrays += [a for pair in group if pair is not None for a in pair]
+    arrays += [w for w, _ in (state.directions or {}).values()]
+    return int(sum(a.nbytes for a in arrays)) + 1000
+
+
+sizeof.register(ChunkState)(_state_bytes)
+
+
+@dataclass(eq=False)
+class StepPayload:
+    """The client's small per-step message to every chunk (one key per step, fetched once per worker).
+
+    ``snapshots``: ``(class, λ index)`` whose current fits become the best prefix; ``new_points``: the
+    points accepted at the last step (their slots follow the earlier ones); ``capacity``: stored columns
+    the chunk's buffer must hold, 0 to stop storing and recompute them; ``init_fits``: ``(ℓ, ȳ per class,
+    g)`` before the first leave-one-out step; ``updates``: per class ``(c, new slot, earlier slots, V,
+    γ, live λ)`` of the step's leave-one-out column (:class:`ChunkedLooPath.border`).
+    """
+
+    kernel: Kernel
+    snapshots: list
+    new_points: np.ndarray
+    capacity: int
+    init_fits: tuple | None
+    updates: list
 
 
 def _chunk_check(X, y) -> dict:
@@ -280,7 +317,7 @@ def _chunk_squares(X, mean) -> np.ndarray:
     return np.einsum("ij,ij->j", Xc, Xc)
 
 
-def _chunk_init(X, y, classes, n_models, capacity) -> ChunkState:
+def _chunk_init(X, y, classes, n_models, block_rows) -> ChunkState:
     """Build the chunk's state before the first step: float64 rows, ±1 targets, ``[1; 1₊]`` rows."""
     X = np.ascontiguousarray(X, dtype=np.float64)
     encoded = np.searchsorted(classes, np.asarray(y).ravel())
@@ -289,20 +326,132 @@ def _chunk_init(X, y, classes, n_models, capacity) -> ChunkState:
     else:
         targets = np.where(encoded[None, :] == np.arange(n_models)[:, None], 1.0, -1.0)
     n_fixed = 1 + n_models
-    rows = np.empty((n_fixed + capacity, X.shape[0]))
+    rows = np.empty((n_fixed, X.shape[0]))
     rows[0] = 1.0
     rows[1:n_fixed] = targets > 0
-    return ChunkState(X, targets, rows, n_fixed)
+    return ChunkState(X, targets, rows, n_fixed, np.empty((0, X.shape[1])), int(block_rows))
 
 
-def _chunk_init_fits(state: ChunkState, n: int, ybars, n_lambdas: int) -> ChunkState:
-    """Leave-one-out fits before the first column: ``f = mean(y)``, ``h = 1/ℓ`` for every λ."""
-    c = state.X.shape[0]
-    fits = tuple((np.full((n_lambdas, c), ybar), np.full((n_lambdas, c), 1.0 / n)) for ybar in ybars)
-    return dataclasses.replace(state, fits=fits, best=tuple(None for _ in fits))
+def _row_blocks(state: ChunkState):
+    """Return the chunk's row blocks ``(lo, hi)``: the same at every step (a kernel block centres on its rows)."""
+    n, step = state.X.shape[0], state.block_rows
+    return [(lo, min(n, lo + step)) for lo in range(0, n, step)]
 
 
-def _chunk_take(state: ChunkState, local) -> np.ndarray:
+def _block_rows(state: ChunkState, kernel: Kernel, lo: int, hi: int) -> np.ndarray:
+    """``[1; 1₊; K(X[lo:hi], bases)ᵀ]`` for one row block: a view of the stored columns, or computed now."""
+    n_rows = state.n_fixed + state.bases.shape[0]
+    if state.n_stored == state.bases.shape[0]:  # stored (or no bases yet)
+        return state.rows[:n_rows, lo:hi]
+    out = np.empty((n_rows, hi - lo))
+    out[: state.n_fixed] = state.rows[: state.n_fixed, lo:hi]
+    kernel.block(state.bases, state.X[lo:hi], out=out[state.n_fixed :])  # rows of length hi - lo
+    return out
+
+
+def _chunk_accept(state: ChunkState, payload: StepPayload) -> ChunkState:
+    """Do a step's first work on a chunk: create the fits, take best-prefix snapshots, add accepted points.
+
+    With a capacity the accepted points' kernel columns are computed (block by block, as the candidates'
+    were) and stored; without one the chunk drops its stored columns and recomputes them when needed.
+    """
+    fits, best = state.fits, state.best
+    if payload.init_fits is not None:
+        n, ybars, g = payload.init_fits
+        c = state.X.shape[0]
+        fits = tuple((np.full((g, c), ybar), np.full((g, c), 1.0 / n)) for ybar in ybars)
+        best = tuple(None for _ in fits)
+    if payload.snapshots:
+        best = list(best)
+        for c, a in payload.snapshots:
+            best[c] = (fits[c][0][a].copy(), fits[c][1][a].copy())
+        best = tuple(best)
+    bases = state.bases
+    if payload.new_points.shape[0]:
+        bases = np.concatenate([bases, payload.new_points])
+    rows, n_stored = state.rows, state.n_stored
+    if payload.capacity == 0:
+        if n_stored:
+            rows, n_stored = rows[: state.n_fixed].copy(), 0
+    elif n_stored < bases.shape[0]:
+        needed = state.n_fixed + payload.capacity
+        if needed > rows.shape[0]:
+            grown = np.empty((needed, rows.shape[1]))
+            grown[: state.n_fixed + n_stored] = rows[: state.n_fixed + n_stored]
+            rows = grown
+        new = np.ascontiguousarray(bases[n_stored:])
+        first = state.n_fixed + n_stored
+        for lo, hi in _row_blocks(state):
+            rows[first : first + new.shape[0], lo:hi] = payload.kernel.block(new, state.X[lo:hi])
+        n_stored = bases.shape[0]
+    return dataclasses.replace(state, rows=rows, n_stored=n_stored, bases=bases, fits=fits, best=best, stats=None)
+
+
+def _chunk_step(state: ChunkState, payload: StepPayload, points) -> ChunkState:
+    """One pass over a chunk per greedy step: the last step's outcome, then the new candidates' statistics.
+
+    After :func:`_chunk_accept`, block by block of rows: the rows' kernel columns of the bases (stored,
+    or computed now), each leave-one-out update's new column of W (``w = (z - Z_prev V)/√γ``, kept for
+    :func:`_chunk_loo_fits`) and its share of ``wᵀy``, and with ``points`` (the κ candidates) their
+    kernel block, ``[1; 1₊; K_mᵀ] K[:, cand]`` and the squared column norms. ``stats``:
+    ``(products, squared norms, {class: wᵀy share})``.
+    """
+    state = _chunk_accept(state, payload)
+    kernel = payload.kernel
+    n = state.X.shape[0]
+    n_fixed = state.n_fixed
+    updates = payload.updates
+    directions = {c: (np.zeros((V.shape[0], n)), alive) for c, _, _, V, _, alive in updates}
+    shares = {c: np.zeros(V.shape[0]) for c, _, _, V, _, _ in updates}
+    products = sq_norms = None
+    if points is not None:
+        points = np.ascontiguousarray(points, dtype=np.float64)
+        products = np.zeros((n_fixed + state.bases.shape[0], points.shape[0]))
+        sq_norms = np.zeros(points.shape[0])
+    with thread_policy(None):
+        for lo, hi in _row_blocks(state) if updates or points is not None else ():
+            block_rows = _block_rows(state, kernel, lo, hi)
+            for c, slot, slots, V, gammas, alive in updates:
+                m = slots.shape[0]
+                if m == 0:
+                    ZV = np.zeros((V.shape[0], hi - lo))
+                elif np.array_equal(slots, np.arange(m)):
+                    ZV = V[:, 1:] @ block_rows[n_fixed : n_fixed + m]  # a binary model's columns, in order
+                else:
+                    ZV = V[:, 1:] @ block_rows[n_fixed + slots]
+                ZV += V[:, :1]
+                z = np.ascontiguousarray(block_rows[n_fixed + slot])
+                y = state.targets[c, lo:hi]
+                shares[c] += _loo_direction(z, ZV, gammas, alive, y, directions[c][0], lo)
+            if points is not None:
+                candidates = kernel.block(points, state.X[lo:hi])  # κ × rows: the in-memory path's kernel
+                with blas_section(2.0 * block_rows.shape[0] * candidates.size):
+                    products += block_rows @ candidates.T
+                sq_norms += np.einsum("ij,ij->i", candidates, candidates)
+    return dataclasses.replace(state, directions=directions if updates else None, stats=(products, sq_norms, shares))
+
+
+def _chunk_loo_fits(state: ChunkState, wy) -> ChunkState:
+    """Finish a leave-one-out step: ``f += w wᵀy``, ``h += w²`` (wᵀy summed); stats: Σ r² per class."""
+    fits = list(state.fits)
+    press = {}
+    for c, (w, alive) in state.directions.items():
+        f, h = fits[c][0].copy(), fits[c][1].copy()
+        press[c] = _chunk_loo_update(w, alive, state.targets[c], wy[c], f, h)
+        fits[c] = (f, h)
+    return dataclasses.replace(state, fits=tuple(fits), directions=None, stats=press)
+
+
+def _sum_shares(*stats) -> dict:
+    """Sum the chunks' ``wᵀy`` shares per class (in chunk order: the client takes the same sums)."""
+    total = {}
+    for _, _, shares in stats:
+        for c, share in shares.items():
+            total[c] = total[c] + share if c in total else share.copy()
+    return total
+
+
+def _take_rows(state: ChunkState, local) -> np.ndarray:
     return state.X[local]
 
 
@@ -314,64 +463,11 @@ def _stats_of(state: ChunkState):
     return state.stats
 
 
-def _chunk_candidates(state: ChunkState, points, kernel) -> ChunkState:
-    """Compute the chunk's share of ``[1; 1₊; K_mᵀ] K[:, cand]`` and of ``diag(K[:, cand]ᵀK[:, cand])``."""
-    n_rows = state.n_fixed + state.n_stored
-    with thread_policy(None):
-        block = kernel.block(state.X, points)  # the in-memory path's Numba kernel
-        with blas_section(2.0 * n_rows * block.size):
-            products = state.rows[:n_rows] @ block
-    return dataclasses.replace(state, pending=block, stats=(products, np.einsum("ij,ij->j", block, block)))
+def _identity(value):
+    return value
 
 
-def _chunk_loo_directions(state: ChunkState, updates) -> ChunkState:
-    """Compute the chunk's rows of each appended column of W (kept for :func:`_chunk_accept`) and of ``wᵀy``."""
-    directions, shares = {}, {}
-    for c, j, slots, V, gammas, alive in updates:
-        w = np.zeros((V.shape[0], state.X.shape[0]))
-        z = np.ascontiguousarray(state.pending[:, j])
-        shares[c] = _chunk_loo_direction(state.rows, state.n_fixed, slots, V, z, gammas, alive, state.targets[c], w)
-        directions[c] = w
-    return dataclasses.replace(state, directions=directions, stats=shares)
-
-
-def _chunk_accept(state: ChunkState, snapshots, updates, stores) -> ChunkState:
-    """Apply a step's outcome to a chunk: best-prefix snapshots, leave-one-out fits, stored columns.
-
-    ``updates`` are ``(class, live λ, wᵀy per λ)`` for the directions of :func:`_chunk_loo_directions`.
-    """
-    fits = None if state.fits is None else list(state.fits)
-    best = None if state.best is None else list(state.best)
-    for c, a in snapshots:
-        best[c] = (fits[c][0][a].copy(), fits[c][1][a].copy())
-    press = {}
-    for c, alive, c_new in updates:
-        f, h = fits[c][0].copy(), fits[c][1].copy()
-        press[c] = _chunk_loo_update(state.directions[c], alive, state.targets[c], c_new, f, h)
-        fits[c] = (f, h)
-    rows, n_stored = state.rows, state.n_stored
-    if stores:
-        needed = state.n_fixed + n_stored + len(stores)
-        if needed > rows.shape[0]:
-            grown = np.empty((max(needed, 2 * rows.shape[0]), rows.shape[1]))
-            grown[: state.n_fixed + n_stored] = rows[: state.n_fixed + n_stored]
-            rows = grown
-        for j in stores:
-            rows[state.n_fixed + n_stored] = state.pending[:, j]
-            n_stored += 1
-    return dataclasses.replace(
-        state,
-        rows=rows,
-        n_stored=n_stored,
-        pending=None,
-        directions=None,
-        fits=None if fits is None else tuple(fits),
-        best=None if best is None else tuple(best),
-        stats=press,
-    )
-
-
-def _chunk_moments(state: ChunkState, requests) -> list:
+def _chunk_moments(state: ChunkState, requests, kernel: Kernel) -> list:
     """Per-class moments (:func:`class_moments`) of the final outputs a model needs.
 
     A request is ``("combination", c, slots, coef, intercept)`` (``Σ coef_k K[:, slot k] + intercept``)
@@ -385,8 +481,11 @@ def _chunk_moments(state: ChunkState, requests) -> list:
         if request[0] == "combination":
             _, _, slots, coef, intercept = request
             g = np.full(state.X.shape[0], float(intercept))
-            for k, slot in enumerate(slots):
-                g += coef[k] * state.rows[state.n_fixed + slot]
+            with thread_policy(None):
+                for lo, hi in _row_blocks(state):
+                    block_rows = _block_rows(state, kernel, lo, hi)
+                    for k, slot in enumerate(slots):
+                        g[lo:hi] += coef[k] * block_rows[state.n_fixed + slot]
             out.append(class_moments(g, positive))
         else:
             a = request[2]
@@ -412,13 +511,14 @@ class ChunkedLooPath:
     """The client's half of a :class:`kfdnumba._loo.LooPath` whose fits live on the chunks.
 
     It holds the (m+1)² factors per λ, ``Wᵀy`` and the PRESS path; the chunks hold f and h. A column is
-    appended in two passes over the chunks: its column w of W and the shares of ``wᵀy``, then (with
-    ``wᵀy`` summed) the fits and the shares of PRESS.
+    bordered here at once; the chunks make its column w of W and their shares of ``wᵀy``, then (with
+    ``wᵀy`` summed) the fits and their shares of PRESS, during the next step's round trip.
     """
 
     def __init__(self, c: int, n: int, n_pos: float, lambdas, capacity: int, penalty: str, patience: int):
         self.c = c
         self.n = n
+        self.capacity = capacity
         self.lambdas = np.asarray(lambdas, dtype=np.float64)
         g = self.lambdas.shape[0]
         self.patience = patience
@@ -475,16 +575,24 @@ class ChunkedLooPath:
         return self.since_best >= self.patience
 
 
+#: A chunk works through its rows in blocks of about this many bytes of kernel rows (m + κ + classes + 1
+#: rows of ``block_rows`` floats at the largest m): what a task holds beyond the chunk's state.
+BLOCK_BYTES = 32 * 2**20
+#: Columns a chunk's store starts with (doubled as bases are accepted, while the budget allows).
+INITIAL_STORED_COLUMNS = 16
+
+
 class DaskColumns:
     """The column source of the sparse greedy loop over the row chunks of a dask array (module docstring).
 
     Same operations as :class:`kfdnumba.sparse_greedy_kfd.MemoryColumns`; the client keeps futures of
-    the chunks' :class:`ChunkState` and the small per-step results.
+    the chunks' :class:`ChunkState` and the small per-step results. The leave-one-out PRESS of a step
+    arrives with the next step's statistics (``candidates`` returns None when it stops a class).
     """
 
     distributed = True
 
-    def __init__(self, client, x_parts, y_parts, offsets, classes, counts, kernel, n_features):
+    def __init__(self, client, x_parts, y_parts, offsets, classes, counts, kernel, n_features, options):
         self.client = client
         self.offsets = offsets
         self.n = int(offsets[-1])
@@ -494,20 +602,52 @@ class DaskColumns:
         self.n_models = 1 if classes.shape[0] == 2 else classes.shape[0]
         self.n_fixed = 1 + self.n_models
         self.n_pos = counts[1:2].astype(np.float64) if self.n_models == 1 else counts.astype(np.float64)
-        self._parts = (x_parts, y_parts)
+        self.loo_stops = options["loo_stops"]
+        # the stored columns of a worker's rows may take this much; beyond it the chunks recompute them
+        workers = client.scheduler_info()["workers"].values()
+        self.n_workers = max(1, len(workers))
+        limits = [w.get("memory_limit") or 0 for w in workers]
+        budget = options["max_memory_gb"] * 2**30
+        if limits and min(limits) > 0:
+            budget = min(budget, min(limits) / 4)
+        self.column_budget = budget
+        self.capacity = 0
+        if self._fits_store(INITIAL_STORED_COLUMNS):
+            self.capacity = INITIAL_STORED_COLUMNS
+        width = self.n_fixed + options["max_bases"] * self.n_models + options["n_candidates"]
+        max_chunk = int(np.max(np.diff(offsets)))
+        block_rows = max(1, int(min(max_chunk, max(1024, BLOCK_BYTES // (8 * width)))))
         self.states = [
-            client.submit(_chunk_init, xf, yf, classes, self.n_models, 16) for xf, yf in zip(x_parts, y_parts)
+            client.submit(_chunk_init, xf, yf, classes, self.n_models, block_rows, pure=False)
+            for xf, yf in zip(x_parts, y_parts)
         ]
+        self._parts = (x_parts, y_parts)
         self.stored_points = []
         self.stored_index = []
+        self.slot_of = {}
         self.paths = {}
-        self._fits_ready = False
-        self._updates, self._stores = [], []
+        self._init_fits = None
+        self._updates = []
+        self._n_sent = 0  # stored points the chunks have
+        self.round_trips = 0
+
+    def _fits_store(self, columns: int) -> bool:
+        """Whether ``columns`` stored kernel columns of a worker's share of the rows fit the budget."""
+        return 8.0 * columns * self.n / self.n_workers <= self.column_budget
+
+    @property
+    def stores_columns(self) -> bool:
+        """True while the chunks keep their accepted kernel columns (False: recomputed every step)."""
+        return self.capacity > 0
 
     # ---------------------------------------------------------------------- validation
     @classmethod
-    def from_arrays(cls, X, y, kernel_name: str, sigma, min_per_class: int) -> DaskColumns:
-        """Check X and y on the client and the chunks, then place one state per row chunk on the workers."""
+    def from_arrays(cls, X, y, kernel_name: str, sigma, min_per_class: int, **options) -> DaskColumns:
+        """Check X and y on the client and the chunks, then place one state per row chunk on the workers.
+
+        ``options``: ``max_bases``, ``n_candidates``, ``loo_stops`` (stop="loo") and ``max_memory_gb``
+        (per worker, for the stored kernel columns).
+        """
         try:
             from distributed import get_client
 
@@ -582,37 +722,86 @@ class DaskColumns:
             kernel = Kernel("rbf", float(np.sqrt(total)) if total > 0 else 1.0)
         else:
             kernel = Kernel("rbf", float(sigma))
-        return cls(client, x_parts, y_parts, offsets, classes, counts, kernel, X.shape[1])
+        return cls(client, x_parts, y_parts, offsets, classes, counts, kernel, X.shape[1], options)
 
     # --------------------------------------------------------------------- the greedy loop
     def new_path(self, c: int, lambdas, capacity: int, penalty: str, patience: int) -> ChunkedLooPath:
         """Class c's leave-one-out path: factors on the client, fits on the chunks."""
         path = ChunkedLooPath(c, self.n, float(self.n_pos[c]), lambdas, capacity, penalty, patience)
         self.paths[c] = path
+        if self._init_fits is None:
+            self._init_fits = False  # sent with the first step
         return path
 
-    def _submit_all(self, func, *args):
-        self.states = [self.client.submit(func, state, *args) for state in self.states]
+    def _payload(self) -> StepPayload:
+        """Everything the chunks have not seen yet: snapshots, accepted points, leave-one-out updates."""
+        init = None
+        if self._init_fits is False:
+            ybars = [self.paths[c].ybar for c in range(self.n_models)]
+            init = (self.n, ybars, self.paths[0].lambdas.shape[0])
+            self._init_fits = True
+        new_points = np.array(self.stored_points[self._n_sent :], dtype=np.float64).reshape(-1, self.n_features)
+        if self.capacity and len(self.stored_points) > self.capacity:  # double the store, or stop storing
+            grown = max(len(self.stored_points), 2 * self.capacity)
+            self.capacity = grown if self._fits_store(grown) else 0
+        self._n_sent = len(self.stored_points)
+        updates = [(c, self.slot_of[index], *rest) for c, index, *rest in self._updates]
+        self._updates = []
+        return StepPayload(self.kernel, self._snapshots(), new_points, self.capacity, init, updates)
+
+    def _step(self, cand: np.ndarray | None):
+        """One round trip: the queued outcome of the last step and (with cand) the candidates' statistics.
+
+        Submitted at once: the candidates' rows taken from their chunks, one :func:`_chunk_step` per chunk,
+        and with leave-one-out updates the ``wᵀy`` sum and one :func:`_chunk_loo_fits` per chunk; then one
+        gather. The PRESS of the updates is recorded on the paths. Returns (points, products, squared
+        norms) or None without candidates.
+        """
+        client = self.client
+        updates = list(self._updates)
+        payload = client.submit(_identity, self._payload(), pure=False)  # one key: sent once per step
+        points = None
+        if cand is not None:
+            owner = np.searchsorted(self.offsets, cand, side="right") - 1
+            parts = [
+                client.submit(_take_rows, self.states[k], cand[owner == k] - self.offsets[k], pure=False)
+                for k in np.unique(owner)
+            ]
+            points = client.submit(_stack, *parts, pure=False)
+        self.states = [client.submit(_chunk_step, s, payload, points, pure=False) for s in self.states]
+        if cand is None and not updates:
+            return None  # nothing to wait for: the states are chained
+        stats = [client.submit(_stats_of, s, pure=False) for s in self.states]
+        wanted = [points] + stats if cand is not None else []
+        if updates:
+            wy = client.submit(_sum_shares, *stats, pure=False)
+            self.states = [client.submit(_chunk_loo_fits, s, wy, pure=False) for s in self.states]
+            wanted += [wy] + [client.submit(_stats_of, s, pure=False) for s in self.states]
+        results = client.gather(wanted)
+        self.round_trips += 1
+        if updates:
+            wy, press = results[len(wanted) - len(stats) - 1], results[len(wanted) - len(stats) :]
+            for c, *_ in updates:
+                path = self.paths[c]
+                path.set_wy(wy[c])
+                path.record(sum(p[c] for p in press))
+        if cand is None:
+            return None
+        chunk_stats = results[1 : 1 + len(stats)]
+        return results[0], sum(s[0] for s in chunk_stats), sum(s[1] for s in chunk_stats)
 
     def candidates(self, cand: np.ndarray, kernel_reg: bool):
-        """One pass over the chunks: the candidates' rows of X, and the summed statistics of their columns."""
+        """One round trip: the candidates' rows of X and summed statistics, with the last step's PRESS.
+
+        Returns None when that PRESS stops a class (stop="loo"): the loop then draws again without it, as
+        the in-memory loop would have, and these statistics are dropped.
+        """
         from .sparse_greedy_kfd import CandidateBlock
 
-        if self.paths and not self._fits_ready:
-            ybars = [self.paths[c].ybar for c in range(self.n_models)]
-            self._submit_all(_chunk_init_fits, self.n, ybars, self.paths[0].lambdas.shape[0])
-            self._fits_ready = True
-        owner = np.searchsorted(self.offsets, cand, side="right") - 1
-        parts = [
-            self.client.submit(_chunk_take, self.states[k], cand[owner == k] - self.offsets[k])
-            for k in np.unique(owner)
-        ]
-        points = self.client.submit(_stack, *parts)
-        self._submit_all(_chunk_candidates, points, self.kernel)
-        results = self.client.gather([points] + [self.client.submit(_stats_of, s) for s in self.states])
-        points = results[0]
-        products = sum(r[0] for r in results[1:])
-        sq_norms = sum(r[1] for r in results[1:])
+        pending = [c for c, *_ in self._updates]
+        points, products, sq_norms = self._step(cand)
+        if self.loo_stops and any(self.paths[c].done and self.paths[c].m < self.paths[c].capacity for c in pending):
+            return None
         support_rows = _NO_ROWS
         if kernel_reg and self.stored_points:
             support_rows = self.kernel.block(np.array(self.stored_points), points)
@@ -621,21 +810,22 @@ class DaskColumns:
         return CandidateBlock(cand, points, products, sq_norms, support_rows)
 
     def loo_append(self, path: ChunkedLooPath, block, j: int, index: int, cross, slots, kdiag) -> bool:
-        """Border class c's path on the client; queue the chunks' update (:meth:`flush`). False: refused."""
+        """Border class c's path on the client; queue the chunks' update (sent with the next step). False: refused."""
         m = slots.shape[0]
         penalty_col = block.support_rows[slots, j] if path.kernel_penalty else np.zeros(m)
         penalty_diag = float(kdiag) if path.kernel_penalty else 1.0
         update = path.border(float(block.sq_norms[j]), cross, penalty_col, penalty_diag)
         if update is None:
             return False
-        self._updates.append((path.c, j, np.array(slots, dtype=np.int64), *update))
+        self._updates.append((path.c, index, np.array(slots, dtype=np.int64), *update))
         return True
 
     def store(self, block, j: int) -> int:
-        """Queue storing candidate j's column on the chunks; return its slot."""
-        self._stores.append(j)
+        """Record candidate j as accepted (its column is made on the chunks at the next step); return its slot."""
+        index = int(block.cand[j])
+        self.slot_of[index] = len(self.stored_points)
         self.stored_points.append(block.points[j])
-        self.stored_index.append(int(block.cand[j]))
+        self.stored_index.append(index)
         return len(self.stored_points) - 1
 
     def _snapshots(self) -> list:
@@ -646,30 +836,29 @@ class DaskColumns:
                 path.snapshot = None
         return out
 
+    def _pending(self) -> bool:
+        return bool(
+            self._updates
+            or len(self.stored_points) > self._n_sent
+            or self._init_fits is False
+            or any(p.snapshot is not None for p in self.paths.values())
+        )
+
     def flush(self) -> None:
-        """Apply the step's outcome on the chunks; with leave-one-out updates, two passes and their PRESS."""
-        snapshots = self._snapshots()
-        if not (self._updates or self._stores or snapshots):
-            return
-        updates, self._updates = self._updates, []
-        fit_updates = []
-        if updates:
-            self._submit_all(_chunk_loo_directions, updates)
-            shares = self.client.gather([self.client.submit(_stats_of, s) for s in self.states])
-            for c, j, slots, V, gammas, alive in updates:
-                self.paths[c].set_wy(sum(p[c] for p in shares))
-                fit_updates.append((c, alive, self.paths[c].wy[:, self.paths[c].m].copy()))
-        self._submit_all(_chunk_accept, snapshots, fit_updates, self._stores)
-        self._stores = []
-        if updates:
-            partial = self.client.gather([self.client.submit(_stats_of, s) for s in self.states])
-            for c, *_ in updates:
-                self.paths[c].record(sum(p[c] for p in partial))
+        """Nothing to do at the end of a step: its outcome travels with the next step's candidates."""
+
+    def finish(self) -> None:
+        """After the last step: send its outcome and take its leave-one-out PRESS (one round trip)."""
+        if self._updates:
+            self._step(None)
 
     # --------------------------------------------------------------------------- results
     def _moments(self, requests) -> list:
-        self.flush()
-        per_chunk = self.client.gather([self.client.submit(_chunk_moments, s, requests) for s in self.states])
+        if self._pending():
+            self._step(None)  # what the chunks have not taken yet (no round trip without updates)
+        per_chunk = self.client.gather(
+            [self.client.submit(_chunk_moments, s, requests, self.kernel, pure=False) for s in self.states]
+        )
         merged = []
         for r in range(len(requests)):
             if requests[r][0] == "combination":

@@ -130,6 +130,24 @@ def test_dask_fit_equals_the_in_memory_fit_binary(client, params):
     np.testing.assert_allclose(lazy.predict_proba(Xd).compute(), eager.predict_proba(X), rtol=1e-8, atol=1e-12)
 
 
+@pytest.mark.parametrize("budget_kb", [0.001, 20.0])  # never store the columns; store 16, then recompute
+def test_dask_fit_recomputing_the_kernel_columns_equals_the_in_memory_fit(client, budget_kb):
+    X, y = _one_class_first(*two_blobs(237, seed=3))
+    chunks = (40, 97, 30, 70)
+    params = {"sigma": 1.0, "random_state": 1, "stop": "paper", "tol": 0.0, "max_bases": 30, "C": 1e-2}
+    eager = SparseGreedyKFD(**params).fit(X, y)
+    assert eager.bases_.size > 16  # the store of 16 columns fills and the chunks switch to recomputing
+    lazy = SparseGreedyKFD(**params, max_memory_gb=budget_kb / 2**20).fit(
+        da.from_array(X, chunks=(chunks, 2)), da.from_array(y, chunks=chunks)
+    )
+    _assert_same_fit(eager, lazy)
+    eager = SparseGreedyKFD(sigma=1.0, random_state=1).fit(X, y)  # the leave-one-out path, recomputing
+    lazy = SparseGreedyKFD(sigma=1.0, random_state=1, max_memory_gb=budget_kb / 2**20).fit(
+        da.from_array(X, chunks=(chunks, 2)), y
+    )
+    _assert_same_fit(eager, lazy)
+
+
 def test_dask_fit_equals_the_in_memory_fit_three_classes_sigma_auto(client):
     X, y = _one_class_first(*three_class_blobs(150, seed=6), n_first=25)
     labels = np.array(["a", "b", "c"])[y]  # any label type
@@ -146,7 +164,7 @@ def test_dask_fit_equals_the_in_memory_fit_three_classes_sigma_auto(client):
 
 
 class KillOnce(distributed.WorkerPlugin):
-    """Worker plugin: the process running the n-th leave-one-out accept task dies (once, marker file)."""
+    """Worker plugin: the process running the n-th greedy step task dies (once, marker file)."""
 
     name = "kill-once"
 
@@ -158,7 +176,7 @@ class KillOnce(distributed.WorkerPlugin):
 
     def transition(self, key, start, finish, **kwargs):
         name = key[0] if isinstance(key, tuple) else key
-        if finish == "executing" and str(name).startswith("_chunk_accept"):
+        if finish == "executing" and str(name).startswith("_chunk_step"):
             self.seen += 1
             if self.seen == self.nth and not os.path.exists(self.marker):
                 open(self.marker, "w").close()
@@ -219,29 +237,31 @@ def test_dask_fit_without_a_client_says_how_to_get_one():
 
 # ------------------------------------------------------------------- chunk kernels vs NumPy
 def test_chunk_loo_kernels_equal_numpy_twins(rng):
-    from kfdnumba._dask import _HAT_MARGIN, _chunk_loo_direction, _chunk_loo_update
+    from kfdnumba._dask import _HAT_MARGIN, _chunk_loo_update, _loo_direction
 
-    n, m, g, n_fixed = 37, 4, 3, 2
-    rows = rng.standard_normal((n_fixed + m + 2, n))
-    slots = np.array([3, 0, 2, 5])
+    n, m, g, offset = 37, 4, 3, 5
+    Z = rng.standard_normal((m, n))
     V = rng.standard_normal((g, m + 1))
     z = rng.standard_normal(n)
     gammas = rng.uniform(0.5, 2.0, g)
     alive = np.array([True, False, True])
     y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
-    w = np.zeros((g, n))
-    wy = _chunk_loo_direction(rows, n_fixed, slots, V, z, gammas, alive, y, w)
+    ZV = V[:, 1:] @ Z + V[:, :1]
+    w = np.zeros((g, offset + n))
+    wy = _loo_direction(z, ZV, gammas, alive, y, w, offset)
     c_new = rng.standard_normal(g)
     f0, h0 = rng.standard_normal((g, n)), rng.uniform(0, 0.5, (g, n))
     f, h = f0.copy(), h0.copy()
-    press = _chunk_loo_update(w, alive, y, c_new, f, h)
+    press = _chunk_loo_update(np.ascontiguousarray(w[:, offset:]), alive, y, c_new, f, h)
+    np.testing.assert_array_equal(w[:, :offset], 0.0)  # rows before the offset untouched
     for a in range(g):
         if not alive[a]:
             np.testing.assert_array_equal(f[a], f0[a])
+            np.testing.assert_array_equal(w[a], 0.0)
             assert press[a] == 0.0 and wy[a] == 0.0
             continue
-        w_ref = (z - V[a, 0] - V[a, 1:] @ rows[n_fixed + slots]) / np.sqrt(gammas[a])
-        np.testing.assert_allclose(w[a], w_ref, rtol=1e-12, atol=1e-14)
+        w_ref = (z - V[a, 0] - V[a, 1:] @ Z) / np.sqrt(gammas[a])
+        np.testing.assert_allclose(w[a, offset:], w_ref, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(wy[a], w_ref @ y, rtol=1e-12)
         f_ref, h_ref = f0[a] + w_ref * c_new[a], h0[a] + w_ref * w_ref
         np.testing.assert_allclose(f[a], f_ref, rtol=1e-12)
