@@ -94,7 +94,7 @@ from ._base import KernelExpansion, is_dask_array
 from ._jit import jit
 from ._kernels import Kernel
 from ._linalg import back_substitution
-from ._loo import _HAT_MARGIN, IMPROVE_RTOL, _border_factors
+from ._loo import _HAT_MARGIN, _border_factors, record_press
 from ._threads import blas_section, thread_policy
 
 __all__ = ["map_row_blocks", "check_row_chunks", "DaskColumns", "ChunkedLooPath", "class_moments", "merge_moments"]
@@ -560,14 +560,9 @@ class ChunkedLooPath:
     def record(self, total: np.ndarray) -> None:
         """Take the summed ``Σ r²`` of the chunks for the column just appended (LooPath.append's bookkeeping)."""
         press = np.where(self.alive, total / self.n, np.inf)
-        self.press.append(press)
-        a = int(np.argmin(press))
-        if press[a] < (1.0 - IMPROVE_RTOL) * self.press[self.best[0]][self.best[1]]:
-            self.best = (self.m, a)
+        a = record_press(self, press)
+        if a is not None:
             self.snapshot = a
-            self.since_best = 0
-        else:
-            self.since_best += 1
 
     @property
     def done(self) -> bool:

@@ -52,7 +52,16 @@ from ._base import KernelExpansion, choose_threshold, pooled_cut
 from ._jit import jit
 from ._linalg import back_substitution, forward_substitution
 
-__all__ = ["LooPath", "LooChoice", "loo_expansion", "default_lambdas", "path_lambdas", "path_bytes", "IMPROVE_RTOL"]
+__all__ = [
+    "LooPath",
+    "LooChoice",
+    "loo_expansion",
+    "default_lambdas",
+    "path_lambdas",
+    "path_bytes",
+    "record_press",
+    "IMPROVE_RTOL",
+]
 
 #: A prefix counts as better than the best so far when its PRESS is lower by this fraction.
 IMPROVE_RTOL = 1e-3
@@ -185,6 +194,25 @@ def _append_column(L, m, cross, kernel_penalty, indices, index, z, lambdas, aliv
     return n_alive
 
 
+def record_press(path, press: np.ndarray) -> int | None:
+    """Append the PRESS per λ of the prefix ``path.m`` to ``path.press``; return its λ index if it is the new best.
+
+    Updates ``path.best`` and ``path.since_best`` (the patience count). The
+    first column is always taken: a kernel model keeps at least one point,
+    even where the intercept alone has the lower PRESS (labels without
+    signal; its cut then rests on the leave-one-out outputs). Shared by
+    :class:`LooPath` and the chunked path of :mod:`kfdnumba._dask`.
+    """
+    path.press.append(press)
+    a = int(np.argmin(press))
+    if path.best[0] == 0 or press[a] < (1.0 - IMPROVE_RTOL) * path.press[path.best[0]][path.best[1]]:
+        path.best = (path.m, a)
+        path.since_best = 0
+        return a
+    path.since_best += 1
+    return None
+
+
 @dataclass
 class LooChoice:
     """The chosen prefix and regulariser, with what the final model needs."""
@@ -293,16 +321,9 @@ class LooPath:
             self.columns[m] = z
         self.indices[m] = index
         self.m = m + 1
-        self.press.append(press)
-        a = int(np.argmin(press))
-        # the first column is always taken: a kernel model keeps at least one point, even where the
-        # intercept alone has the lower PRESS (no signal; its cut then rests on the leave-one-out outputs)
-        if self.best[0] == 0 or press[a] < (1.0 - IMPROVE_RTOL) * self.press[self.best[0]][self.best[1]]:
-            self.best = (self.m, a)
+        a = record_press(self, press)
+        if a is not None:
             self._best_state = self._state(a)
-            self.since_best = 0
-        else:
-            self.since_best += 1
         return True
 
     @property
