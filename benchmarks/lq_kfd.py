@@ -41,10 +41,13 @@ other jobs ran (load 4–6, so the seconds are noisy; test set 20 000 points)::
               lowrank    20.18     9.66       985   212
               Nystroem    1.02     9.64       212
 
-With ``rho="auto"`` the low-rank fits themselves take 1.5 s at ℓ = 5000; the
-rest (19.5 s) is the leave-one-out pricing of the supports
+With ``rho="auto"`` the low-rank fits themselves took 1.5 s at ℓ = 5000; the
+rest (19.5 s) was the leave-one-out pricing of the supports
 (:class:`kfdnumba._loo.LooPath`, O(ℓ s²) per ρ for s retained points, 1032
-at ρ = 1e-4), which is why larger ℓ were run with a fixed ρ.
+at ρ = 1e-4). The table above is from before the pricing stopped 10 columns
+after the best prefix (at most 500 priced); since then ``rho="auto"`` keeps
+the smallest good prefix: ℓ = 5000 in 2.1 s with 59 points, 9.56 % error
+(``benchmarks/scale.py``, quiet machine).
 
 Usage::
 
