@@ -1,14 +1,18 @@
 """SparseGreedyKFD on a row-chunked dask array: ℓ up to 10⁷ Banana-like points on a 2-worker LocalCluster.
 
-    python benchmarks/dask_scale.py --sizes 1000000 10000000 --chunk 500000
+    python benchmarks/dask_scale.py --sizes 1000000 --chunk 250000 --budgets 4 0
+    python benchmarks/dask_scale.py --sizes 10000000 --chunk 500000 --budgets 0.5 --in-memory
 
 The data (``banana_like`` of benchmarks/threads.py) is written to disk as one
 ``.npy`` file per chunk and read lazily (``np.load(mmap_mode="r")`` per chunk
-through ``dask.delayed``). Reported per size: fit time, greedy steps, time per
-step, the share of the fit in scheduling (wall time not spent inside the
-chunk tasks, from the tasks' start/stop records), peak resident memory of
-each worker process and of the client, and at the sizes given to
-``--in-memory`` the in-memory fit of the same data beside it (overhead).
+through ``dask.delayed``). Reported per size and ``max_memory_gb`` of the dask fit
+(per worker, for the stored kernel columns: beyond it, and with 0, the workers
+recompute them every step), each in fresh worker processes: fit time, greedy steps,
+time per step, the share of the fit in scheduling
+(wall time the busiest worker did not spend inside tasks, from the task stream),
+peak resident memory of each worker process and of the client (which runs the
+scheduler), the load average, and at the sizes given to ``--in-memory`` the
+in-memory fit of the same data beside it (overhead).
 """
 
 from __future__ import annotations
@@ -55,11 +59,35 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def _task_share(stream, t_fit: float) -> tuple[float, dict]:
+    """Largest share of the fit one worker spent computing tasks, and the compute seconds per task function.
+
+    From the task stream's start/stop records (a task's key starts with its function's name).
+    """
+    per_worker, per_function = {}, {}
+    for record in stream:
+        for part in record.get("startstops", ()):
+            if part["action"] == "compute":
+                worker, seconds = record["worker"], part["stop"] - part["start"]
+                per_worker[worker] = per_worker.get(worker, 0.0) + seconds
+                name = str(record["key"][0] if isinstance(record["key"], tuple) else record["key"]).rsplit("-", 5)[0]
+                per_function[name] = per_function.get(name, 0.0) + seconds
+    share = max(per_worker.values()) / t_fit if per_worker else float("nan")
+    return share, dict(sorted(per_function.items(), key=lambda item: -item[1]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000])
     parser.add_argument("--chunk", type=int, default=500_000)
     parser.add_argument("--in-memory", type=int, nargs="*", default=[1_000_000])
+    parser.add_argument(
+        "--budgets",
+        type=float,
+        nargs="+",
+        default=[4.0],
+        help="max_memory_gb of the dask fits (per worker, for the stored kernel columns; 0: recompute them)",
+    )
     parser.add_argument("--sigma", type=float, default=0.7)
     parser.add_argument("--folder", default=None, help="where the .npy chunks go (default: a temporary folder)")
     args = parser.parse_args()
@@ -76,46 +104,53 @@ def main() -> None:
         for n in args.sizes:
             files = write_chunks(n, args.chunk, folder)
             X, y = lazy_arrays(files)
-            # warm-up: compile / load the Numba cache in the workers and here
-            SparseGreedyKFD(**params, max_bases=3, patience=1).fit(X[: 2 * args.chunk // 10], y[: 2 * args.chunk // 10])
-            with distributed.get_task_stream(client) as task_stream:
-                t_start = time.time()
-                model = SparseGreedyKFD(**params).fit(X, y)
-                t_fit = time.time() - t_start
-            steps = int(model.n_kernel_columns_ // model.n_candidates)
-            # time inside the chunk tasks (per worker), from the task stream
-            stream = task_stream.data
-            per_worker = {}
-            for record in stream:
-                for part in record.get("startstops", ()):
-                    if part["action"] == "compute":
-                        per_worker[record["worker"]] = (
-                            per_worker.get(record["worker"], 0.0) + part["stop"] - part["start"]
-                        )
-            busy = max(per_worker.values()) if per_worker else float("nan")
-            rss = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
-            print(
-                f"dask  l={n:>9,d} chunks={len(files)}: fit {t_fit:7.1f} s, {steps} steps, "
-                f"{t_fit / steps:6.2f} s/step, bases {model.n_retained_}, busiest worker computing "
-                f"{busy / t_fit:5.1%} of the fit (scheduling, transfers and the client: the rest), "
-                f"peak RSS workers {[round(v) for v in rss.values()]} MB, client {_peak_rss_mb():.0f} MB, "
-                f"load {os.getloadavg()}",
-                flush=True,
-            )
+            fits = {}
+            for budget in args.budgets:
+                client.restart()  # fresh worker processes: each mode's own peak memory
+                # warm-up: compile / load the Numba cache in the workers and here
+                small = 2 * args.chunk // 10
+                SparseGreedyKFD(**params, max_bases=3, patience=1).fit(X[:small], y[:small])
+                with distributed.get_task_stream(client) as task_stream:
+                    t_start = time.time()
+                    model = SparseGreedyKFD(**params, max_memory_gb=budget or 1e-9).fit(X, y)
+                    t_fit = time.time() - t_start
+                fits[budget] = (model, t_fit)
+                steps = int(model.n_kernel_columns_ // model.n_candidates)
+                busy, per_function = _task_share(task_stream.data, t_fit)
+                rss = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
+                print(
+                    f"dask  l={n:>9,d} chunks={len(files)} max_memory_gb={budget:g}: fit {t_fit:7.1f} s, "
+                    f"{steps} steps, {t_fit / steps:6.2f} s/step, bases {model.n_retained_}, busiest worker "
+                    f"computing {busy:5.1%} of the fit (scheduling, transfers and the client: the rest), "
+                    f"peak RSS workers {[round(v) for v in rss.values()]} MB, client {_peak_rss_mb():.0f} MB, "
+                    f"load {os.getloadavg()}",
+                    flush=True,
+                )
+                print(
+                    "  compute s per task kind (both workers): "
+                    + ", ".join(f"{name} {seconds:.1f}" for name, seconds in per_function.items() if seconds >= 0.05),
+                    flush=True,
+                )
             if n in args.in_memory:
                 Xm, ym = X.compute(), y.compute()
                 t0 = time.time()
                 eager = SparseGreedyKFD(**params, max_memory_gb=8.0).fit(Xm, ym)  # its worst-case budget at max_bases
                 t_mem = time.time() - t0
-                same = np.array_equal(eager.support_, model.support_)
-                print(
-                    f"memory l={n:>9,d}: fit {t_mem:7.1f} s, {t_mem / steps:6.2f} s/step, dask/memory = "
-                    f"{t_fit / t_mem:.2f}x, same bases: {same}, max |coef diff| / max |coef| = "
-                    f"{np.abs(eager.dual_coef_ - model.dual_coef_).max() / np.abs(eager.dual_coef_).max():.1e}"
-                    if same
-                    else f"memory l={n:>9,d}: fit {t_mem:7.1f} s, dask/memory = {t_fit / t_mem:.2f}x, other bases",
-                    flush=True,
-                )
+                steps = int(eager.n_kernel_columns_ // eager.n_candidates)
+                print(f"memory l={n:>9,d}: fit {t_mem:7.1f} s, {t_mem / steps:6.2f} s/step", flush=True)
+                for budget, (model, t_fit) in fits.items():
+                    same = np.array_equal(eager.support_, model.support_)
+                    diff = (
+                        np.abs(eager.dual_coef_ - model.dual_coef_).max() / np.abs(eager.dual_coef_).max()
+                        if same
+                        else float("nan")
+                    )
+                    print(
+                        f"  max_memory_gb={budget:g}: dask/memory = {t_fit / t_mem:.2f}x, same bases: {same}, "
+                        f"max |coef diff| / max |coef| = {diff:.1e}",
+                        flush=True,
+                    )
+                print(f"load {os.getloadavg()}, client peak RSS {_peak_rss_mb():.0f} MB", flush=True)
                 del Xm, ym
     client.close()
     cluster.close()

@@ -51,11 +51,12 @@ key, fetched once per worker; ``pure=False`` everywhere (nothing is hashed).
 **Stored or recomputed columns.** While a worker's share of the accepted
 kernel columns (``8 · ℓ/workers · m`` bytes, grown by doubling) fits
 ``max_memory_gb`` and a quarter of the worker's memory limit, each chunk
-stores them (c × m); past that it drops them and computes
-``K(X_block, X_bases)`` again at every step (O(c · m · d) kernel values per
-step, memory O(block · (m + κ)) with blocks of about ``BLOCK_BYTES``). Both
-give the same numbers: a block's kernel values do not depend on which other
-points are in it.
+stores its columns (c × m); past that it drops them and computes
+``K(X_block, X_bases)`` again at every step: O(c · m · d) more kernel values
+per step (beside the step's O(c · m · κ) product: about 25 % more compute per
+step at d = 2, benchmarks/RESULTS.md), memory O(block · (m + κ)) with blocks
+of about ``BLOCK_BYTES``, whatever m. Both give the same numbers: a block's
+kernel values do not depend on which other points are in it.
 
 What the client holds: the κ candidate points, the m accepted points, the
 (m+1)² factors (one per class, and one per λ of the grid per class), the

@@ -131,21 +131,27 @@ def test_dask_fit_equals_the_in_memory_fit_binary(client, params):
 
 
 @pytest.mark.parametrize("budget_kb", [0.001, 20.0])  # never store the columns; store 16, then recompute
-def test_dask_fit_recomputing_the_kernel_columns_equals_the_in_memory_fit(client, budget_kb):
+def test_dask_fit_recomputing_the_kernel_columns_equals_the_in_memory_fit(client, budget_kb, monkeypatch):
+    from kfdnumba import _dask
+
+    capacities = []
+    close = _dask.DaskColumns.close
+    monkeypatch.setattr(_dask.DaskColumns, "close", lambda self: (capacities.append(self.capacity), close(self)))
     X, y = _one_class_first(*two_blobs(237, seed=3))
     chunks = (40, 97, 30, 70)
     params = {"sigma": 1.0, "random_state": 1, "stop": "paper", "tol": 0.0, "max_bases": 30, "C": 1e-2}
     eager = SparseGreedyKFD(**params).fit(X, y)
-    assert eager.bases_.size > 16  # the store of 16 columns fills and the chunks switch to recomputing
+    assert eager.bases_.size > 16  # the store of 16 columns fills (and with 20 kB the chunks switch)
     lazy = SparseGreedyKFD(**params, max_memory_gb=budget_kb / 2**20).fit(
         da.from_array(X, chunks=(chunks, 2)), da.from_array(y, chunks=chunks)
     )
     _assert_same_fit(eager, lazy)
-    eager = SparseGreedyKFD(sigma=1.0, random_state=1).fit(X, y)  # the leave-one-out path, recomputing
+    eager = SparseGreedyKFD(sigma=1.0, random_state=1).fit(X, y)  # the leave-one-out path
     lazy = SparseGreedyKFD(sigma=1.0, random_state=1, max_memory_gb=budget_kb / 2**20).fit(
         da.from_array(X, chunks=(chunks, 2)), y
     )
     _assert_same_fit(eager, lazy)
+    assert capacities == [0, 0]  # the chunks recompute the columns at the end (the other tests store them)
 
 
 def test_dask_fit_equals_the_in_memory_fit_three_classes_sigma_auto(client):
