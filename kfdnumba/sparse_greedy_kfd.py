@@ -393,7 +393,10 @@ class SparseGreedyKFD(KernelClassifier):
         Refuse fits whose stored kernel columns (ℓ × m per class at most) and
         Cholesky factors would exceed this. The column store starts at 64
         columns and doubles as bases are accepted; a doubling past the budget
-        stops the fit with a ValueError (leaving the estimator unfitted).
+        stops the fit with a ValueError (leaving the estimator unfitted). On a
+        dask array: what each worker's share of the stored kernel columns may
+        take (at most a quarter of its memory limit); beyond it the workers
+        recompute them every step (``kfdnumba._dask``).
     kernel, sigma, n_jobs, verbose, random_state
         See :class:`kfdnumba._base.KernelClassifier`.
 
