@@ -92,10 +92,9 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from ._base import KernelExpansion, is_dask_array
-from ._jit import jit
 from ._kernels import Kernel
 from ._linalg import back_substitution
-from ._loo import _HAT_MARGIN, _border_factors, record_press
+from ._loo import _HAT_MARGIN, _border_factors, _chunk_loo_update, _loo_direction, record_press
 from ._threads import blas_section, thread_policy
 
 __all__ = ["map_row_blocks", "check_row_chunks", "DaskColumns", "ChunkedLooPath", "class_moments", "merge_moments"]
@@ -163,51 +162,6 @@ def map_row_blocks(model, method: str, X, attributes: tuple, n_columns: int | No
 
 
 # --------------------------------------------------------------------------- chunk kernels
-@jit(parallel=False)
-def _loo_direction(z, ZV, gammas, alive, y, w, offset):
-    """Rows ``offset …`` of a leave-one-out step's new column of W, per live λ (``_loo._update_fits``' w).
-
-    ``w[a, offset + i] = (z[i] - ZV[a, i]) / √γ_a``, with ``ZV[a] = V[a, 0] + Z_prev V[a, 1:]`` for these
-    rows; returns their share of ``wᵀy`` per λ (0 for a retired λ, whose row of w is left as it was).
-    """
-    g, n = ZV.shape
-    wy = np.zeros(g)
-    for a in range(g):
-        if not alive[a]:
-            continue
-        inv = 1.0 / np.sqrt(gammas[a])
-        c = 0.0
-        for i in range(n):
-            value = (z[i] - ZV[a, i]) * inv
-            w[a, offset + i] = value
-            c += value * y[i]
-        wy[a] = c
-    return wy
-
-
-@jit(parallel=False)
-def _chunk_loo_update(w, alive, y, c_new, f, h):
-    """One chunk's rows of the fits (``_loo._update_fits`` with ``wᵀy`` summed over the chunks).
-
-    For every live λ: ``f[a] += w[a] c_new[a]``, ``h[a] += w[a]²``; returns the chunk's ``Σ r²`` of the
-    leave-one-out residuals ``r = (y - f) / (1 - h)`` per λ (0 for a retired λ, whose fits stay).
-    """
-    g, n = f.shape
-    press = np.zeros(g)
-    for a in range(g):
-        if not alive[a]:
-            continue
-        c = c_new[a]
-        total = 0.0
-        for i in range(n):
-            f[a, i] += w[a, i] * c
-            h[a, i] += w[a, i] * w[a, i]
-            r = (y[i] - f[a, i]) / max(1.0 - h[a, i], _HAT_MARGIN)
-            total += r * r
-        press[a] = total
-    return press
-
-
 def class_moments(values: np.ndarray, positive: np.ndarray) -> np.ndarray:
     """``[[n₋, mean₋, M2₋], [n₊, mean₊, M2₊]]`` of 1-D values (M2: centred sum of squares; zeros for no rows)."""
     out = np.zeros((2, 3))

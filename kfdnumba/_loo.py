@@ -125,30 +125,48 @@ def _border_factors(L, m, cross, penalty_col, penalty_diag, zz, lambdas, alive, 
 
 
 @jit(parallel=False)
-def _update_fits(z, ZV, gammas, alive, y, f, h, c_new, press):
-    """Add the new column of W per live λ, ``w = (z - ZV[a]) / √γ``: ``f += w (wᵀy)``, ``h += w²``; PRESS per λ.
+def _loo_direction(z, ZV, gammas, alive, y, w, offset):
+    """Rows ``offset …`` of a leave-one-out step's new column of W, per live λ.
 
-    A retired λ keeps its fit and gets PRESS = inf (it cannot be chosen at this size or later).
+    ``w[a, offset + i] = (z[i] - ZV[a, i]) / √γ_a``, with ``ZV[a] = V[a, 0] + Z_prev V[a, 1:]`` for these
+    rows; returns their share of ``wᵀy`` per λ (0 for a retired λ, whose row of w is left as it was).
     """
-    n = z.shape[0]
-    for a in range(gammas.shape[0]):
+    g, n = ZV.shape
+    wy = np.zeros(g)
+    for a in range(g):
         if not alive[a]:
-            c_new[a] = 0.0
-            press[a] = np.inf
             continue
         inv = 1.0 / np.sqrt(gammas[a])
         c = 0.0
         for i in range(n):
-            c += (z[i] - ZV[a, i]) * inv * y[i]
-        c_new[a] = c
+            value = (z[i] - ZV[a, i]) * inv
+            w[a, offset + i] = value
+            c += value * y[i]
+        wy[a] = c
+    return wy
+
+
+@jit(parallel=False)
+def _chunk_loo_update(w, alive, y, c_new, f, h):
+    """Rows of the fits, given ``wᵀy`` (on dask: summed over the chunks).
+
+    For every live λ: ``f[a] += w[a] c_new[a]``, ``h[a] += w[a]²``; returns the chunk's ``Σ r²`` of the
+    leave-one-out residuals ``r = (y - f) / (1 - h)`` per λ (0 for a retired λ, whose fits stay).
+    """
+    g, n = f.shape
+    press = np.zeros(g)
+    for a in range(g):
+        if not alive[a]:
+            continue
+        c = c_new[a]
         total = 0.0
         for i in range(n):
-            w = (z[i] - ZV[a, i]) * inv
-            f[a, i] += w * c
-            h[a, i] += w * w
+            f[a, i] += w[a, i] * c
+            h[a, i] += w[a, i] * w[a, i]
             r = (y[i] - f[a, i]) / max(1.0 - h[a, i], _HAT_MARGIN)
             total += r * r
-        press[a] = total / n
+        press[a] = total
+    return press
 
 
 @jit(parallel=False)
@@ -185,8 +203,11 @@ def _append_column(L, m, cross, kernel_penalty, indices, index, z, lambdas, aliv
         ZV = np.zeros((g, n))
     for a in range(g):
         ZV[a, :] += V[a, 0]
-    c_new = np.empty(g)
-    _update_fits(z, ZV, gammas, live, y, f, h, c_new, press)
+    c_new = _loo_direction(z, ZV, gammas, live, y, ZV, 0)  # the new column of W, in place of ZV, and wᵀy
+    press[:] = _chunk_loo_update(ZV, live, y, c_new, f, h) / z.shape[0]
+    for a in range(g):
+        if not live[a]:
+            press[a] = np.inf  # a retired λ cannot be chosen at this size or later
     wy[:, m + 1] = c_new
     n_alive = 0
     for a in range(g):
