@@ -51,6 +51,8 @@ __all__ = [
     "BaseEstimator",
     "ClassifierMixin",
     "KernelClassifier",
+    "SparseKernelClassifier",
+    "stratified_subset",
     "NotFittedError",
     "Interval",
     "Options",
@@ -649,12 +651,17 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         with thread_policy(self.n_jobs):
             if classes.shape[0] == 2:
                 targets = np.where(encoded == 1, 1.0, -1.0)[None, :]
-                expansions = [self._fit_binary(X, targets[0], rng)]
             else:
                 targets = np.where(encoded[None, :] == np.arange(classes.shape[0])[:, None], 1.0, -1.0)
-                expansions = self._fit_one_vs_rest(X, targets, rng)
+            expansions = self._fit_expansions(X, encoded, targets, rng)
             self._store_expansions(X, targets, expansions)
         return self
+
+    def _fit_expansions(self, X, encoded, targets, rng) -> list[KernelExpansion]:
+        """One expansion per binary problem (targets: one row of ±1 per model)."""
+        if targets.shape[0] == 1:
+            return [self._fit_binary(X, targets[0], rng)]
+        return self._fit_one_vs_rest(X, targets, rng)
 
     def _fit_binary(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> KernelExpansion:
         raise NotImplementedError
@@ -805,6 +812,117 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`, from the log odds (finite for confident points)."""
         return self._log_proba(X)
+
+
+@dataclass(kw_only=True, eq=False)
+class SparseKernelClassifier(KernelClassifier):
+    """A kernel classifier that selects its points; its default model is a leave-one-out ridge fit on them.
+
+    Parameters
+    ----------
+    selection_rows : int, None or "auto", default "auto"
+        Above this many training points, the points (and their number) are
+        selected on a stratified random subset of that many rows
+        (``random_state``), and the model on them is then fitted on EVERY row:
+        the ridge coefficients, the regulariser by exact leave-one-out over
+        its grid, the cut and the probabilities from the leave-one-out outputs
+        (:func:`kfdnumba._loo.refit_on_rows`, O(ℓm²), two passes of ℓ × m
+        kernel values: what a Nyström feature map with m landmarks plus a
+        ridge solve costs). The selection's cost then no longer grows with ℓ.
+        "auto": ``auto_selection_rows`` of the class; None: every row (the
+        papers' algorithms). Only with the leave-one-out model (the default
+        size, regulariser or cut): the papers' own models use every row.
+    """
+
+    selection_rows: int | str | None = "auto"
+
+    _parameter_constraints: ClassVar[dict] = {
+        "selection_rows": [Options(("auto", None)), Interval("int", 2, None)],
+    }
+    #: ``selection_rows="auto"``: rows the selection runs on when the training set is larger.
+    auto_selection_rows: ClassVar[int] = 5000
+    #: ``info`` keys holding training indices (mapped from the subset's rows to X's).
+    _index_info: ClassVar[tuple] = ()
+
+    def _refit_spec(self) -> tuple | None:
+        """``(penalty, regulariser, cut)`` of the leave-one-out model, or None when the fit is the paper's model.
+
+        penalty "l2" or "kernel" (``kfdnumba._loo``), regulariser "auto" or a
+        λ, cut as :func:`kfdnumba._loo.loo_expansion` takes it.
+        """
+        raise NotImplementedError
+
+    def _selection_size(self, n: int) -> int | None:
+        """Rows the selection runs on for ℓ = n, or None (every row)."""
+        if self.selection_rows is None:
+            return None
+        size = self.auto_selection_rows if self.selection_rows == "auto" else int(self.selection_rows)
+        if n <= size:
+            return None
+        if self._refit_spec() is None:
+            if self.selection_rows == "auto":
+                return None
+            raise ValueError(
+                f"selection_rows={self.selection_rows} needs {type(self).__name__}'s leave-one-out model "
+                "(its default size, regulariser or cut); the paper's model with fixed options uses every row "
+                "(selection_rows=None)."
+            )
+        return size
+
+    def _fit_expansions(self, X, encoded, targets, rng) -> list[KernelExpansion]:
+        size = self._selection_size(X.shape[0])
+        if size is None:
+            return super()._fit_expansions(X, encoded, targets, rng)
+        groups = [np.flatnonzero(encoded == k) for k in range(int(encoded.max()) + 1)]
+        rows = stratified_subset(groups, size, rng, self._min_samples_per_class)
+        self._log(f"selection on {rows.shape[0]} of {X.shape[0]} rows; the model on them from every row")
+        expansions = super()._fit_expansions(X[rows], encoded[rows], targets[:, rows], rng)
+        return [self._refit_expansion(X, y, rows, e) for y, e in zip(targets, expansions)]
+
+    def _refit_expansion(self, X, y, rows, expansion: KernelExpansion) -> KernelExpansion:
+        """Return the leave-one-out ridge model on the points a subset fit selected, fitted on every row of X."""
+        from ._loo import LooChoice, loo_expansion, path_lambdas, refit_on_rows
+
+        penalty, regulariser, cut = self._refit_spec()
+        support = rows[np.asarray(expansion.support, dtype=np.intp)]
+        refit = refit_on_rows(self.kernel_, X, y, support, penalty, path_lambdas(X.shape[0], regulariser))
+        self._log(f"every row: {support.shape[0]} points, regulariser {refit.lam:.3g}")
+        info = dict(expansion.info)
+        for key in self._index_info:
+            if key in info:
+                info[key] = rows[np.asarray(info[key], dtype=np.intp)]
+        info.update(selection_rows=rows.shape[0], refit_press=refit.press, refit_lambdas=refit.lambdas)
+        choice = LooChoice(
+            size=support.shape[0],
+            lam=refit.lam,
+            coef=refit.coef,
+            intercept=refit.intercept,
+            train_output=refit.train_output,
+            loo_output=refit.loo_output,
+            press_path=np.asarray(info.get("loo_press", np.zeros((0, 0)))),
+            lambdas=np.asarray(info.get("loo_lambdas", refit.lambdas)),
+        )
+        out = loo_expansion(choice, support, y > 0, cut, info)
+        self._finish_refit(out, y > 0)
+        return out
+
+    def _finish_refit(self, expansion: KernelExpansion, positive: np.ndarray) -> None:
+        """Bring method-specific ``info`` in line with a refitted expansion (default: ``alpha`` = its coef)."""
+        if "alpha" in expansion.info:
+            expansion.info["alpha"] = expansion.coef
+
+
+def stratified_subset(groups, size: int, rng: np.random.Generator, min_per_group: int = 2) -> np.ndarray:
+    """Return about ``size`` sorted indices drawn without replacement, each group (index array) in proportion.
+
+    Each group gets ``round(size · share)`` draws, at least ``min_per_group`` (all of it if smaller).
+    """
+    n = sum(int(members.shape[0]) for members in groups)
+    chosen = []
+    for members in groups:
+        take = min(members.shape[0], max(min_per_group, int(round(size * members.shape[0] / n))))
+        chosen.append(rng.choice(members, size=take, replace=False))
+    return np.sort(np.concatenate(chosen))
 
 
 def check_memory(n_bytes: float, budget_gb: float, what: str) -> None:

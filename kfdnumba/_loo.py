@@ -47,10 +47,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg
 
 from ._base import KernelExpansion, choose_threshold, pooled_cut
 from ._jit import jit
 from ._linalg import back_substitution, forward_substitution
+from ._threads import blas_section
 
 __all__ = [
     "LooPath",
@@ -60,6 +62,7 @@ __all__ = [
     "path_lambdas",
     "path_bytes",
     "record_press",
+    "refit_on_rows",
     "IMPROVE_RTOL",
 ]
 
@@ -415,4 +418,109 @@ def loo_expansion(
         train_output=scale * f,
         validation_output=scale * choice.loo_output,
         info=info,
+    )
+
+
+#: Bytes of one row block of :func:`refit_on_rows` (the block's kernel values against the support).
+REFIT_BLOCK_BYTES = 32 * 2**20
+
+
+@dataclass
+class RowRefit:
+    """The ridge fit of :func:`refit_on_rows` at its best λ, and the PRESS of every λ of its grid."""
+
+    coef: np.ndarray  # α on the support's columns
+    intercept: float  # b
+    lam: float  # the chosen λ
+    train_output: np.ndarray  # f on every row
+    loo_output: np.ndarray  # leave-one-out outputs y_i - e_i/(1 - h_ii) on every row
+    press: np.ndarray  # (g,) mean squared leave-one-out residual per λ
+    lambdas: np.ndarray
+
+
+def refit_on_rows(kernel, X: np.ndarray, y: np.ndarray, support: np.ndarray, penalty: str, lambdas) -> RowRefit:
+    """Ridge fit of the ±1 labels y on the kernel columns of ``X[support]`` over every row of X, λ by exact LOO.
+
+    The problem of :class:`LooPath` for ONE set of columns, ``min ||y - Kα - b||²
+    + λ αᵀPα`` (P = I or ``K_II``, the intercept b unpenalised), solved for every
+    λ of the grid at once, with its closed-form leave-one-out residuals, in two
+    passes over row blocks of X (memory O(block · m) for the kernel values, plus
+    the fits and hat diagonals of every λ, O(ℓ g)):
+
+    1. ``G = K_cᵀK_c`` and ``c = K_cᵀy`` for the column-centred kernel columns
+       ``K_c = K - 1μᵀ`` (the intercept projected out; accumulated shifted by
+       the first block's means, so the centring does not cancel);
+    2. the generalised eigenproblem ``G V = P V diag(s)``, ``VᵀPV = I`` (m × m),
+       gives every λ's solution ``α = V (Vᵀc / (s + λ))`` and hat diagonal
+       ``h_ii = 1/ℓ + Σ_k (K_c V)_ik² / (s_k + λ)``; the second pass computes
+       ``K_c V`` block by block and from it the fits and ``h_ii`` of every λ
+       (two GEMMs with g columns).
+
+    O(ℓ m (m + g)) flops and 2 ℓ m kernel values: the cost of a Nyström feature
+    map with m landmarks plus a ridge solve. Used when the points were selected
+    on a subset of the rows (``selection_rows``): their coefficients, λ and cut
+    then come from all the rows.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    lambdas = np.asarray(lambdas, dtype=np.float64)
+    n, points = X.shape[0], X[np.asarray(support, dtype=np.intp)]
+    m, g = points.shape[0], lambdas.shape[0]
+    step = max(1, min(n, REFIT_BLOCK_BYTES // (8 * max(m, 1))))
+    buffer = np.empty((step, m))
+    G, col_sum, cross = np.zeros((m, m)), np.zeros(m), np.zeros(m)
+    shift = None
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        D = kernel.block(X[lo:hi], points, out=buffer[: hi - lo])
+        if shift is None:
+            shift = D.mean(axis=0)
+        D -= shift
+        with blas_section(2.0 * (hi - lo) * m * m):
+            G += D.T @ D
+        col_sum += D.sum(axis=0)
+        cross += y[lo:hi] @ D
+    y_mean = float(y.mean())
+    d_mean = col_sum / n  # column means of K, less the shift
+    means = shift + d_mean
+    G -= n * np.outer(d_mean, d_mean)
+    c = cross - n * y_mean * d_mean  # K_cᵀy
+    P = np.eye(m) if penalty == "l2" else kernel.block(points, points)
+    jitter = 0.0
+    while True:  # K_II of nearly identical points may be numerically singular: a little ridge then
+        try:
+            s, V = scipy.linalg.eigh(G, P + jitter * np.eye(m), check_finite=False)
+            break
+        except (np.linalg.LinAlgError, ValueError):
+            jitter = max(10.0 * jitter, 1e-12 * max(float(np.trace(P)) / m, 1e-300))
+            if jitter > 1e-3 * float(np.trace(P)) / m:
+                raise ValueError("the penalty matrix of the selected points is singular (identical points?)") from None
+    s = np.maximum(s, 0.0)
+    t = V.T @ c
+    inv = 1.0 / (s[:, None] + lambdas[None, :])  # m × g
+    fit_weights = t[:, None] * inv
+    F = np.empty((n, g))
+    H = np.empty((n, g))
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        D = kernel.block(X[lo:hi], points, out=buffer[: hi - lo])
+        D -= means
+        with blas_section(2.0 * (hi - lo) * m * (m + 2 * g)):
+            U = D @ V
+            F[lo:hi] = U @ fit_weights
+            H[lo:hi] = (U * U) @ inv
+    F += y_mean
+    H += 1.0 / n
+    resid = (y[:, None] - F) / np.maximum(1.0 - H, _HAT_MARGIN)
+    press = np.mean(resid * resid, axis=0)
+    a = int(np.argmin(press))
+    coef = V @ fit_weights[:, a]
+    return RowRefit(
+        coef=coef,
+        intercept=y_mean - float(means @ coef),
+        lam=float(lambdas[a]),
+        train_output=np.ascontiguousarray(F[:, a]),
+        loo_output=y - resid[:, a],
+        press=press,
+        lambdas=lambdas.copy(),
     )

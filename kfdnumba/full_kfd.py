@@ -37,6 +37,7 @@ from ._base import (
     check_memory,
     choose_threshold,
     register,
+    stratified_subset,
 )
 from ._jit import jit
 from ._kernels import row_class_means
@@ -238,20 +239,10 @@ class KFD(KernelClassifier):
             a = int(np.argmin(press))
             self._log(f"leave-one-out: mu = {lambdas[a]:.3g} (mean squared LOO residual {press[a]:.4g})")
             return float(lambdas[a]), (fits[a], loo[a])
-        sub = _stratified_subset(y > 0, AUTO_MU_POINTS, rng)
+        sub = stratified_subset([np.flatnonzero(y > 0), np.flatnonzero(y <= 0)], AUTO_MU_POINTS, rng)
         lambdas = default_lambdas(sub.shape[0])
         with blas_section(4.0 * sub.shape[0] ** 3, min_work=_KFD_BLAS_MIN_WORK):
             press, _, _ = ridge_loo_grid(K[np.ix_(sub, sub)], ypm[sub], lambdas)
         mu = float(lambdas[int(np.argmin(press))]) * n / sub.shape[0]
         self._log(f"leave-one-out on {sub.shape[0]} of {n} points: mu = {mu:.3g}")
         return mu, None
-
-
-def _stratified_subset(positive: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
-    """Return ``size`` sorted indices drawn without replacement, each class in proportion (at least 2 each)."""
-    n = positive.shape[0]
-    chosen = []
-    for members in (np.flatnonzero(positive), np.flatnonzero(~positive)):
-        take = min(members.shape[0], max(2, int(round(size * members.shape[0] / n))))
-        chosen.append(rng.choice(members, size=take, replace=False))
-    return np.sort(np.concatenate(chosen))

@@ -96,7 +96,15 @@ import scipy.linalg
 import scipy.linalg.lapack
 from scipy.linalg.blas import dsyrk
 
-from ._base import Interval, KernelClassifier, KernelExpansion, Options, check_memory, choose_threshold, register
+from ._base import (
+    Interval,
+    KernelExpansion,
+    Options,
+    SparseKernelClassifier,
+    check_memory,
+    choose_threshold,
+    register,
+)
 from ._jit import jit
 from ._linalg import row_gram_lower
 from ._loo import LooPath, default_lambdas, loo_expansion
@@ -581,7 +589,7 @@ class _LowRankGram:
 # ---------------------------------------------------------------------- estimator
 @register("LqKFD")
 @dataclass(kw_only=True, eq=False)
-class LqKFD(KernelClassifier):
+class LqKFD(SparseKernelClassifier):
     """kFDA_q: sparse kernel Fisher discriminant by majorize–minimize with an Lq penalty.
 
     Minimises ``½‖ŷ - K̃ω‖² + ρℓ Σ|ω_i|^q`` (Harrison & Pasupa 2010, eq. 5) by
@@ -657,6 +665,13 @@ class LqKFD(KernelClassifier):
         The factor stops once the largest residual diagonal of ``K - GGᵀ`` is
         at most ``lowrank_tol · max_i K_ii``: every entry of K is then matched
         within that.
+    selection_rows : int, None or "auto", default "auto"
+        With ``rho="auto"``, above this many training points (auto: 1000) the
+        ρ path and the retained samples are computed on a stratified random
+        subset of that many rows, and the ridge model on those samples (λ,
+        cut, probabilities by leave-one-out) is then fitted on every row:
+        :class:`kfdnumba._base.SparseKernelClassifier`. None: every row (then
+        ``solver`` decides how K is handled above 1000 points).
     kernel, sigma, n_jobs, verbose, random_state
         See :class:`kfdnumba._base.KernelClassifier`. ``verbose`` prints the
         iteration, J and the active-set size.
@@ -720,6 +735,16 @@ class LqKFD(KernelClassifier):
     }
     #: σ only: ρ, the size and λ are chosen by leave-one-out (the harness on Banana: σ multiple 0.5, ≈ 0.7).
     demo_params: ClassVar[dict] = {"sigma": 0.7}
+
+    #: The exact solver's limit (``AUTO_EXACT_MAX_N``): the ρ path on a subset runs exact.
+    auto_selection_rows: ClassVar[int] = 1000
+
+    def _refit_spec(self):
+        return ("l2", "auto", self.threshold) if self.rho == "auto" else None
+
+    def _finish_refit(self, expansion, positive):
+        order = np.argsort(expansion.support)  # alpha_ follows support_ (increasing indices)
+        expansion.info.update(alpha=expansion.coef[order], bias=expansion.intercept, threshold=expansion.threshold)
 
     # ------------------------------------------------------------------ pieces
     def _shared_gram(self, X: np.ndarray) -> _ExactGram | _LowRankGram:

@@ -93,9 +93,9 @@ import scipy.linalg
 
 from ._base import (
     Interval,
-    KernelClassifier,
     KernelExpansion,
     Options,
+    SparseKernelClassifier,
     check_memory,
     choose_threshold,
     register,
@@ -434,7 +434,7 @@ def _select_nodes_sampled(
 # ------------------------------------------------------------------------ estimator
 @register("ReformativeKFD")
 @dataclass(kw_only=True, eq=False)
-class ReformativeKFD(KernelClassifier):
+class ReformativeKFD(SparseKernelClassifier):
     """Reformative KFD: a few greedily chosen "significant nodes" (Xu, Yang & Yang 2004).
 
     Parameters
@@ -478,6 +478,12 @@ class ReformativeKFD(KernelClassifier):
         time per step and O(ℓ·max_nodes) memory, never an ℓ × ℓ matrix or pass
         (``scatter`` is then unused); ``"auto"``: exhaustive up to
         ``AUTO_EXHAUSTIVE_MAX_N`` = 2000 points, κ = 59 above.
+    selection_rows : int, None or "auto", default "auto"
+        Above this many training points (auto: 5000) the nodes and their
+        number are chosen on a stratified random subset of that many rows, and
+        the leave-one-out ridge model on them (μ, cut, probabilities) is then
+        fitted on every row: :class:`kfdnumba._base.SparseKernelClassifier`.
+        None: every row (the paper).
     kernel, sigma, n_jobs, verbose, random_state
         See :class:`kfdnumba._base.KernelClassifier` (``sigma="auto"`` is the
         paper's σ² = variance of the training set; ``random_state`` draws the
@@ -529,6 +535,18 @@ class ReformativeKFD(KernelClassifier):
     }
     demo_params: ClassVar[dict] = {"sigma": 0.5}  # size, mu and cut: the data-driven defaults
 
+    _index_info: ClassVar[tuple] = ("nodes",)
+
+    def _uses_loo(self) -> bool:
+        return self.stop == "loo" or self.mu == "auto" or self.threshold == "auto"
+
+    def _refit_spec(self):
+        return ("l2", self.mu, self.threshold) if self._uses_loo() else None
+
+    def _finish_refit(self, expansion, positive):
+        f = expansion.train_output
+        expansion.info.update(alpha=expansion.coef, class_centres=np.array([f[~positive].mean(), f[positive].mean()]))
+
     def _loo_expansion(self, path, nodes, positive, j_history, X):
         """Return the model of the best leave-one-out prefix and regulariser (``kfdnumba._loo``)."""
         choice = path.choice(final=self.stop != "loo")
@@ -569,7 +587,7 @@ class ReformativeKFD(KernelClassifier):
         n = X.shape[0]
         cap = min(self.max_nodes, n)
         mu = AUTO_SELECTION_MU_RELATIVE * n if self.mu == "auto" else float(self.mu)
-        use_loo = self.stop == "loo" or self.mu == "auto" or self.threshold == "auto"
+        use_loo = self._uses_loo()
         lambdas = path_lambdas(n, self.mu)
         kappa = self._candidates(n)
         # exhaustive: ℓ × cap candidate state w_x and N_full rows; sampled: K̄[S, :] and κ kernel rows

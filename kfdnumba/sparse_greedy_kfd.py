@@ -82,7 +82,15 @@ from typing import ClassVar
 import numba
 import numpy as np
 
-from ._base import Interval, KernelClassifier, KernelExpansion, Options, check_memory, register, thread_policy
+from ._base import (
+    Interval,
+    KernelExpansion,
+    Options,
+    SparseKernelClassifier,
+    check_memory,
+    register,
+    thread_policy,
+)
 from ._jit import jit
 from ._linalg import cholesky_append, cholesky_solve, forward_substitution
 from ._loo import LooPath, loo_expansion, path_bytes, path_lambdas
@@ -349,7 +357,7 @@ _NO_ROWS = np.zeros((0, 1))
 # --------------------------------------------------------------------- estimator
 @register("SparseGreedyKFD")
 @dataclass(kw_only=True, eq=False)
-class SparseGreedyKFD(KernelClassifier):
+class SparseGreedyKFD(SparseKernelClassifier):
     """Sparse greedy kernel Fisher discriminant (Mika, Smola & Schölkopf 2001).
 
     Parameters
@@ -397,6 +405,12 @@ class SparseGreedyKFD(KernelClassifier):
         dask array: what each worker's share of the stored kernel columns may
         take (at most a quarter of its memory limit); beyond it the workers
         recompute them every step (``kfdnumba._dask``).
+    selection_rows : int, None or "auto", default "auto"
+        Above this many training points (auto: 5000) the bases and their
+        number are chosen on a stratified random subset of that many rows, and
+        the leave-one-out ridge model on them (C, cut, probabilities) is then
+        fitted on every row: :class:`kfdnumba._base.SparseKernelClassifier`.
+        None: every row (the paper). Not used on dask arrays.
     kernel, sigma, n_jobs, verbose, random_state
         See :class:`kfdnumba._base.KernelClassifier`.
 
@@ -451,6 +465,14 @@ class SparseGreedyKFD(KernelClassifier):
     }
     search_grid: ClassVar[dict] = {"sigma": [0.35, 0.5, 0.7, 1.0], "C": [1e-3, 1e-2, 1e-1]}
     demo_params: ClassVar[dict] = {"sigma": 0.7}  # size, C and cut: the data-driven defaults
+
+    _index_info: ClassVar[tuple] = ("bases",)
+
+    def _refit_spec(self):
+        if not self._uses_loo():
+            return None
+        cut = {"auto": "auto", "qp": "midpoint", "optimized": _optimized_cut}[self.threshold]
+        return ("kernel" if self.regularizer == "kernel" else "l2"), self.C, cut
 
     # ------------------------------------------------------------------ fit
     def _fit_binary(self, X, y, rng):

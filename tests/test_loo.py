@@ -6,6 +6,7 @@ from conftest import three_class_blobs, two_blobs
 from naive import rbf
 
 from kfdnumba._base import pooled_cut as loo_cut
+from kfdnumba._base import stratified_subset
 from kfdnumba._loo import LooPath, default_lambdas
 
 
@@ -251,7 +252,7 @@ def test_kfd_auto_mu_on_a_subset_above_the_exact_size(monkeypatch):
         first.loo_lambda_ / 60 in default_lambdas(40) / 40
         or np.isclose(default_lambdas(40) / 40, first.loo_lambda_ / 60).any()
     )
-    sub = full_kfd._stratified_subset(y > 0, 40, np.random.default_rng(0))
+    sub = stratified_subset([np.flatnonzero(y > 0), np.flatnonzero(y <= 0)], 40, np.random.default_rng(0))
     assert sub.shape[0] == 40 and np.unique(sub).shape[0] == 40
     assert abs(np.mean(y[sub] > 0) - np.mean(y > 0)) < 0.05
 

@@ -1,0 +1,161 @@
+"""``selection_rows``: points selected on a row subset, their leave-one-out ridge model fitted on every row."""
+
+import numpy as np
+import pytest
+from conftest import three_class_blobs
+from naive import rbf
+
+import kfdnumba._loo as loo_module
+from kfdnumba import LqKFD, MatchingPursuitKFD, ReformativeKFD, SparseGreedyKFD
+from kfdnumba._base import pooled_cut, stratified_subset
+from kfdnumba._kernels import Kernel
+from kfdnumba._loo import default_lambdas, refit_on_rows
+from kfdnumba._threads import force_parallel
+
+SPARSE = [SparseGreedyKFD, MatchingPursuitKFD, ReformativeKFD, LqKFD]
+PENALTY = {SparseGreedyKFD: "l2", MatchingPursuitKFD: "kernel", ReformativeKFD: "l2", LqKFD: "l2"}
+
+
+def arcs(n, seed, minority=0.3):
+    r = np.random.default_rng(seed)
+    y = np.where(r.uniform(size=n) < minority, 1.0, -1.0)
+    t = r.uniform(0, np.pi, n)
+    X = np.column_stack([np.cos(t) + 0.5 * (y < 0), np.sin(t) * y - 0.2 * (y < 0)])
+    return X + 0.3 * r.standard_normal((n, 2)), y
+
+
+def naive_ridge_loo(K, y, P, lambdas):
+    """Twin of refit_on_rows: Z = [1 K], H = ZᵀZ + λ diag(0, P), explicit hat matrix for every λ."""
+    n, m = K.shape
+    Z = np.column_stack([np.ones(n), K])
+    out = []
+    for lam in lambdas:
+        H = Z.T @ Z
+        H[1:, 1:] += lam * P
+        sol = np.linalg.solve(H, Z.T @ y)
+        hat = Z @ np.linalg.solve(H, Z.T)
+        f = hat @ y
+        resid = (y - f) / (1.0 - np.diag(hat))
+        out.append((float(np.mean(resid**2)), sol, f, y - resid))
+    return out
+
+
+@pytest.mark.parametrize("penalty", ["l2", "kernel"])
+def test_refit_on_rows_equals_the_direct_solve_and_brute_force(monkeypatch, penalty):
+    X, y = arcs(120, seed=2)
+    support = np.array([3, 17, 40, 41, 88, 101])
+    kernel = Kernel("rbf", 0.6)
+    lambdas = default_lambdas(120)
+    monkeypatch.setattr(loo_module, "REFIT_BLOCK_BYTES", 8 * 6 * 25)  # 25-row blocks: five of them
+    fit = refit_on_rows(kernel, X, y, support, penalty, lambdas)
+    K = rbf(X, X[support], 0.6)
+    P = np.eye(6) if penalty == "l2" else rbf(X[support], X[support], 0.6)
+    twin = naive_ridge_loo(K, y, P, lambdas)
+    press = np.array([t[0] for t in twin])
+    np.testing.assert_allclose(fit.press, press, rtol=1e-9)
+    a = int(np.argmin(press))
+    assert fit.lam == lambdas[a]
+    np.testing.assert_allclose(fit.coef, twin[a][1][1:], rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(fit.intercept, twin[a][1][0], rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(fit.train_output, twin[a][2], atol=1e-10)
+    np.testing.assert_allclose(fit.loo_output, twin[a][3], atol=1e-10)
+    Z = np.column_stack([np.ones(120), K])
+    for i in (0, 7, 64):  # brute force: refit without point i, predict it
+        keep = np.arange(120) != i
+        H = Z[keep].T @ Z[keep]
+        H[1:, 1:] += fit.lam * P
+        assert abs(Z[i] @ np.linalg.solve(H, Z[keep].T @ y[keep]) - fit.loo_output[i]) < 1e-9
+
+
+def test_stratified_subset_keeps_the_class_shares():
+    y = np.repeat([0, 1, 2], [500, 300, 200])
+    rows = stratified_subset([np.flatnonzero(y == k) for k in range(3)], 100, np.random.default_rng(0))
+    assert rows.shape[0] == 100 and np.unique(rows).shape[0] == 100 and (np.diff(rows) > 0).all()
+    assert np.bincount(y[rows]).tolist() == [50, 30, 20]
+
+
+@pytest.mark.parametrize("cls", SPARSE, ids=lambda c: c.__name__)
+def test_model_is_the_every_row_ridge_fit_of_the_points_selected_on_the_subset(cls):
+    X, y = arcs(400, seed=5)
+    model = cls(sigma=0.6, random_state=3, selection_rows=150).fit(X, y)
+    assert model.selection_rows_ == 150
+    # the points were chosen by the same fit on the subset the random_state draws first
+    rng = np.random.default_rng(3)
+    rows = stratified_subset([np.flatnonzero(y < 0), np.flatnonzero(y > 0)], 150, rng)
+    on_subset = cls(sigma=0.6, random_state=3, selection_rows=None)
+    on_subset._rng = lambda: rng  # continue the generator as the fit does after drawing the rows
+    on_subset.fit(X[rows], y[rows])
+    np.testing.assert_array_equal(np.sort(model.support_), np.sort(rows[on_subset.support_]))
+    # ... and the model on them is the ridge fit on all 400 rows, λ by leave-one-out, the pooled cut
+    support = model.support_
+    K = rbf(X, X[support], 0.6)
+    P = np.eye(support.shape[0]) if PENALTY[cls] == "l2" else rbf(X[support], X[support], 0.6)
+    twin = naive_ridge_loo(K, y, P, default_lambdas(400))
+    a = int(np.argmin([t[0] for t in twin]))
+    assert model.loo_lambda_ == default_lambdas(400)[a]
+    f, loo = twin[a][2], twin[a][3]
+    positive = y > 0
+    scale = 2.0 / (f[positive].mean() - f[~positive].mean())
+    cut = pooled_cut(loo, positive)
+    np.testing.assert_allclose(model.decision_function(X), scale * (f - cut), atol=1e-8)
+    np.testing.assert_allclose(model.loo_output_, scale * loo, atol=1e-8)
+
+
+@pytest.mark.parametrize("cls", SPARSE, ids=lambda c: c.__name__)
+def test_subset_fit_is_reproducible_and_thread_independent(cls, monkeypatch):
+    X, y = arcs(300, seed=6)
+    first = cls(sigma=0.6, random_state=1, selection_rows=120, n_jobs=1).fit(X, y)
+    with force_parallel():
+        second = cls(sigma=0.6, random_state=1, selection_rows=120, n_jobs=2).fit(X, y)
+    np.testing.assert_array_equal(first.support_, second.support_)
+    np.testing.assert_allclose(first.decision_function(X), second.decision_function(X), atol=1e-10)
+
+
+@pytest.mark.parametrize("cls", SPARSE, ids=lambda c: c.__name__)
+def test_small_training_sets_use_every_row(cls, monkeypatch):
+    X, y = arcs(200, seed=7)
+    monkeypatch.setattr(cls, "auto_selection_rows", 200)
+    auto = cls(sigma=0.6, random_state=0).fit(X, y)  # ℓ = 200 is not above the auto size
+    every = cls(sigma=0.6, random_state=0, selection_rows=None).fit(X, y)
+    np.testing.assert_array_equal(auto.support_, every.support_)
+    np.testing.assert_allclose(auto.decision_function(X), every.decision_function(X), atol=1e-12)
+    assert not hasattr(auto, "selection_rows_")
+    monkeypatch.setattr(cls, "auto_selection_rows", 100)
+    assert cls(sigma=0.6, random_state=0).fit(X, y).selection_rows_ == 100
+
+
+@pytest.mark.parametrize(
+    "cls, paper",
+    [
+        (SparseGreedyKFD, {"C": 1e-2, "stop": "paper", "threshold": "qp"}),
+        (MatchingPursuitKFD, {"n_bases": 10, "mu": 1e-2, "threshold": "midpoint", "criterion": "pseudo"}),
+        (ReformativeKFD, {"stop": "paper", "mu": 1e-2, "threshold": "midpoint"}),
+        (LqKFD, {"rho": 1e-2}),
+    ],
+    ids=lambda v: v.__name__ if isinstance(v, type) else "",
+)
+def test_the_papers_models_use_every_row(cls, paper, monkeypatch):
+    X, y = arcs(200, seed=8)
+    monkeypatch.setattr(cls, "auto_selection_rows", 100)
+    model = cls(sigma=0.6, random_state=0, **paper).fit(X, y)  # "auto": every row for the paper's model
+    assert not hasattr(model, "selection_rows_")
+    with pytest.raises(ValueError, match="selection_rows=100 needs"):
+        cls(sigma=0.6, random_state=0, selection_rows=100, **paper).fit(X, y)
+
+
+@pytest.mark.parametrize("value", [1, 0, -5, 2.5, "all"])
+def test_bad_selection_rows_is_refused(value):
+    X, y = arcs(60, seed=9)
+    with pytest.raises((ValueError, TypeError), match="selection_rows"):
+        SparseGreedyKFD(sigma=0.6, selection_rows=value).fit(X, y)
+
+
+@pytest.mark.parametrize("cls", SPARSE, ids=lambda c: c.__name__)
+def test_one_vs_rest_on_a_subset(cls):
+    X, y = three_class_blobs(240, seed=4)
+    model = cls(sigma=1.0, random_state=0, selection_rows=120).fit(X, y)
+    assert model.selection_rows_ == [120, 120, 120]
+    proba = model.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert np.mean(model.predict(X) == y) > 0.85
+    assert len(model.loo_output_) == 3 and all(v.shape == (240,) for v in model.loo_output_)
