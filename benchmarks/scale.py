@@ -21,10 +21,10 @@ the same child process right after its fit, on the same data:
 (``thundersvm.SVC``, CPU) when importable; EigenPro is only detected (this
 script has no EigenPro runner: a note says whether it is importable).
 
-Which of ours run where: SparseGreedyKFD and MatchingPursuitKFD at every ℓ,
-ReformativeKFD up to 10⁵, KFD and LqKFD at every ℓ but they refuse training
-sets above their ``max_memory_gb`` (the cell records "refused" and the
-message's first words).
+Which of ours run where: every method at every ℓ; KFD refuses training sets
+above its ``max_memory_gb`` (the cell records "refused" and the message's
+first words). Above their ``auto_selection_rows`` (5000; LqKFD 1000) the sparse
+methods select on a subset of the rows and fit on all (``selection_rows``).
 
 Each cell (one model of ours with its Nyström peers, or one SVC) runs in a
 fresh child process (this script with ``--cell METHOD N``), killed after
@@ -86,7 +86,7 @@ SPARSE = ["SparseGreedyKFD", "MatchingPursuitKFD", "ReformativeKFD", "LqKFD"]
 OURS = [*SPARSE, "KFD"]
 PEERS = ["SVC", "ThunderSVM"]
 #: Largest ℓ run per method (the issue's plan); absent: every ℓ (KFD and LqKFD refuse by themselves).
-MAX_SIZE = {"ReformativeKFD": 100_000, "SVC": 20_000, "ThunderSVM": 20_000}
+MAX_SIZE = {"SVC": 20_000, "ThunderSVM": 20_000}
 REPEAT_MAX_SIZE = 20_000  # best of two fits up to here, one above
 REPEAT_MAX_SECONDS = 60.0  # ... unless the first fit took longer than this
 REPEAT_MIN_TOTAL, REPEAT_MAX_FITS = 1.0, 10  # sub-second fits: more, until 1 s of fits (at most 10)

@@ -667,9 +667,10 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         raise NotImplementedError
 
     def _fit_dask(self, X, y):
-        """Fit on dask arrays: only methods with a distributed fit (SparseGreedyKFD) override this."""
+        """Fit on dask arrays: only methods with a distributed fit (SparseGreedyKFD, MatchingPursuitKFD) override it."""
         raise TypeError(
-            f"{type(self).__name__} cannot fit on a dask array; SparseGreedyKFD can. Compute the data first "
+            f"{type(self).__name__} cannot fit on a dask array; SparseGreedyKFD and MatchingPursuitKFD can. "
+            "Compute the data first "
             "(X.compute()) if it fits in memory. Prediction on dask arrays works for every estimator."
         )
 
@@ -832,12 +833,22 @@ class SparseKernelClassifier(KernelClassifier):
         "auto": ``auto_selection_rows`` of the class; None: every row (the
         papers' algorithms). Only with the leave-one-out model (the default
         size, regulariser or cut): the papers' own models use every row.
+    shared_support : bool, default True
+        More than two classes, with the leave-one-out model: every
+        one-vs-rest model is refitted (the same way, on every row) on the
+        union of the points the classes selected. The prediction evaluates
+        the kernel on that union anyway (``n_retained_``), so this costs
+        nothing there and gives each class all of those columns (USPS, 7 291
+        points, SparseGreedyKFD on 891 points: 8.42 % → 6.58 % test error).
+        False: each class keeps its own points (the papers' one-vs-rest).
     """
 
     selection_rows: int | str | None = "auto"
+    shared_support: bool = True
 
     _parameter_constraints: ClassVar[dict] = {
         "selection_rows": [Options(("auto", None)), Interval("int", 2, None)],
+        "shared_support": [Options((True, False))],
     }
     #: ``selection_rows="auto"``: rows the selection runs on when the training set is larger.
     auto_selection_rows: ClassVar[int] = 5000
@@ -870,28 +881,52 @@ class SparseKernelClassifier(KernelClassifier):
         return size
 
     def _fit_expansions(self, X, encoded, targets, rng) -> list[KernelExpansion]:
+        from ._loo import path_lambdas, refit_on_rows
+
+        spec = self._refit_spec()
         size = self._selection_size(X.shape[0])
-        if size is None:
+        union = self.shared_support and targets.shape[0] > 1 and spec is not None
+        if size is None and not union:
             return super()._fit_expansions(X, encoded, targets, rng)
-        groups = [np.flatnonzero(encoded == k) for k in range(int(encoded.max()) + 1)]
-        rows = stratified_subset(groups, size, rng, self._min_samples_per_class)
-        self._log(f"selection on {rows.shape[0]} of {X.shape[0]} rows; the model on them from every row")
-        expansions = super()._fit_expansions(X[rows], encoded[rows], targets[:, rows], rng)
-        return [self._refit_expansion(X, y, rows, e) for y, e in zip(targets, expansions)]
+        if size is None:
+            rows = np.arange(X.shape[0])
+            expansions = super()._fit_expansions(X, encoded, targets, rng)
+        else:
+            groups = [np.flatnonzero(encoded == k) for k in range(int(encoded.max()) + 1)]
+            rows = stratified_subset(groups, size, rng, self._min_samples_per_class)
+            self._log(f"selection on {rows.shape[0]} of {X.shape[0]} rows; the model on them from every row")
+            expansions = super()._fit_expansions(X[rows], encoded[rows], targets[:, rows], rng)
+        penalty, regulariser, cut = spec
+        lambdas = path_lambdas(X.shape[0], regulariser)
+        supports = [rows[np.asarray(e.support, dtype=np.intp)] for e in expansions]
+        if union:  # every one-vs-rest model on the points any class chose: the prediction evaluates them all anyway
+            shared = np.unique(np.concatenate(supports))
+            self._log(f"one-vs-rest models on the union of their points: {shared.shape[0]}")
+            refits = refit_on_rows(self.kernel_, X, targets, shared, penalty, lambdas)
+            supports = [shared] * len(expansions)
+        else:
+            refits = [refit_on_rows(self.kernel_, X, y, sup, penalty, lambdas)[0] for y, sup in zip(targets, supports)]
+        subset = None if size is None else rows
+        return [
+            self._refit_expansion(y, subset, e, sup, refit, cut)
+            for y, e, sup, refit in zip(targets, expansions, supports, refits)
+        ]
 
-    def _refit_expansion(self, X, y, rows, expansion: KernelExpansion) -> KernelExpansion:
-        """Return the leave-one-out ridge model on the points a subset fit selected, fitted on every row of X."""
-        from ._loo import LooChoice, loo_expansion, path_lambdas, refit_on_rows
+    def _refit_expansion(self, y, rows, expansion: KernelExpansion, support, refit, cut) -> KernelExpansion:
+        """Return the expansion of a refit (:func:`kfdnumba._loo.refit_on_rows`) of a fit's points on every row.
 
-        penalty, regulariser, cut = self._refit_spec()
-        support = rows[np.asarray(expansion.support, dtype=np.intp)]
-        refit = refit_on_rows(self.kernel_, X, y, support, penalty, path_lambdas(X.shape[0], regulariser))
+        ``rows``: the subset the fit ran on (its indices are mapped to X's), or None (it ran on X).
+        """
+        from ._loo import LooChoice, loo_expansion
+
         self._log(f"every row: {support.shape[0]} points, regulariser {refit.lam:.3g}")
         info = dict(expansion.info)
-        for key in self._index_info:
-            if key in info:
-                info[key] = rows[np.asarray(info[key], dtype=np.intp)]
-        info.update(selection_rows=rows.shape[0], refit_press=refit.press, refit_lambdas=refit.lambdas)
+        if rows is not None:
+            for key in self._index_info:
+                if key in info:
+                    info[key] = rows[np.asarray(info[key], dtype=np.intp)]
+            info["selection_rows"] = rows.shape[0]
+        info.update(refit_press=refit.press, refit_lambdas=refit.lambdas)
         choice = LooChoice(
             size=support.shape[0],
             lam=refit.lam,

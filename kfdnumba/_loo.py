@@ -422,12 +422,14 @@ def loo_expansion(
 
 
 #: Bytes of one row block of :func:`refit_on_rows` (the block's kernel values against the support).
-REFIT_BLOCK_BYTES = 32 * 2**20
+REFIT_BLOCK_BYTES = 8 * 2**20
+#: :func:`refit_on_rows` keeps every λ's fits (ℓ × targets × g) up to this size, else it makes a third pass.
+REFIT_STORE_BYTES = 64 * 2**20
 
 
 @dataclass
 class RowRefit:
-    """The ridge fit of :func:`refit_on_rows` at its best λ, and the PRESS of every λ of its grid."""
+    """The ridge fit of :func:`refit_on_rows` for one target at its best λ, and the PRESS of every λ."""
 
     coef: np.ndarray  # α on the support's columns
     intercept: float  # b
@@ -438,40 +440,48 @@ class RowRefit:
     lambdas: np.ndarray
 
 
-def refit_on_rows(kernel, X: np.ndarray, y: np.ndarray, support: np.ndarray, penalty: str, lambdas) -> RowRefit:
-    """Ridge fit of the ±1 labels y on the kernel columns of ``X[support]`` over every row of X, λ by exact LOO.
+def _row_blocks(n: int, m: int):
+    step = max(1, min(n, REFIT_BLOCK_BYTES // (8 * max(m, 1))))
+    return [(lo, min(n, lo + step)) for lo in range(0, n, step)], step
 
-    The problem of :class:`LooPath` for ONE set of columns, ``min ||y - Kα - b||²
-    + λ αᵀPα`` (P = I or ``K_II``, the intercept b unpenalised), solved for every
-    λ of the grid at once, with its closed-form leave-one-out residuals, in two
-    passes over row blocks of X (memory O(block · m) for the kernel values, plus
-    the fits and hat diagonals of every λ, O(ℓ g)):
 
-    1. ``G = K_cᵀK_c`` and ``c = K_cᵀy`` for the column-centred kernel columns
+def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, penalty: str, lambdas) -> list[RowRefit]:
+    """Ridge fits of ±1 targets on the kernel columns of ``X[support]`` over every row of X, λ by exact LOO.
+
+    ``Y`` is one target vector (ℓ,) or one per row (c × ℓ: one-vs-rest); one
+    :class:`RowRefit` per target. The problem of :class:`LooPath` for ONE set
+    of columns, ``min ||y - Kα - b||² + λ αᵀPα`` (P = I or ``K_II``, the
+    intercept b unpenalised), solved for every λ of the grid and every target
+    at once, with its closed-form leave-one-out residuals, in passes over row
+    blocks of X (memory O(block · m) for the kernel values, plus the hat
+    diagonals of every λ and the fits, O(ℓ (g + c g)) while they take at most
+    ``REFIT_STORE_BYTES``, else O(ℓ (g + c)) and a third pass):
+
+    1. ``G = K_cᵀK_c`` and ``K_cᵀY`` for the column-centred kernel columns
        ``K_c = K - 1μᵀ`` (the intercept projected out; accumulated shifted by
        the first block's means, so the centring does not cancel);
-    2. the generalised eigenproblem ``G V = P V diag(s)``, ``VᵀPV = I`` (m × m),
-       gives every λ's solution ``α = V (Vᵀc / (s + λ))`` and hat diagonal
+    2. the generalised eigenproblem ``G V = P V diag(s)``, ``VᵀPV = I`` (m × m,
+       shared by the targets), gives every λ's solution
+       ``α = V (VᵀK_cᵀy / (s + λ))`` and hat diagonal
        ``h_ii = 1/ℓ + Σ_k (K_c V)_ik² / (s_k + λ)``; the second pass computes
-       ``K_c V`` block by block and from it the fits and ``h_ii`` of every λ
-       (two GEMMs with g columns).
+       ``K_c V`` block by block and from it ``h_ii`` and the fits (GEMMs with g
+       and c·g columns) and each target's PRESS per λ.
 
-    O(ℓ m (m + g)) flops and 2 ℓ m kernel values: the cost of a Nyström feature
-    map with m landmarks plus a ridge solve. Used when the points were selected
-    on a subset of the rows (``selection_rows``): their coefficients, λ and cut
-    then come from all the rows.
+    O(ℓ m (m + c g)) flops and 2 ℓ m kernel values: the cost of a Nyström
+    feature map with m landmarks plus a ridge solve. Used when the points were
+    selected on a subset of the rows (``selection_rows``), and to fit every
+    one-vs-rest model on the union of the points the classes selected.
     """
     X = np.asarray(X, dtype=np.float64)
-    y = np.ascontiguousarray(y, dtype=np.float64)
+    Y2 = np.atleast_2d(np.asarray(Y, dtype=np.float64))
     lambdas = np.asarray(lambdas, dtype=np.float64)
     n, points = X.shape[0], X[np.asarray(support, dtype=np.intp)]
-    m, g = points.shape[0], lambdas.shape[0]
-    step = max(1, min(n, REFIT_BLOCK_BYTES // (8 * max(m, 1))))
+    m, g, c = points.shape[0], lambdas.shape[0], Y2.shape[0]
+    blocks, step = _row_blocks(n, m)
     buffer = np.empty((step, m))
-    G, col_sum, cross = np.zeros((m, m)), np.zeros(m), np.zeros(m)
+    G, col_sum, cross = np.zeros((m, m)), np.zeros(m), np.zeros((c, m))
     shift = None
-    for lo in range(0, n, step):
-        hi = min(n, lo + step)
+    for lo, hi in blocks:
         D = kernel.block(X[lo:hi], points, out=buffer[: hi - lo])
         if shift is None:
             shift = D.mean(axis=0)
@@ -479,12 +489,12 @@ def refit_on_rows(kernel, X: np.ndarray, y: np.ndarray, support: np.ndarray, pen
         with blas_section(2.0 * (hi - lo) * m * m):
             G += D.T @ D
         col_sum += D.sum(axis=0)
-        cross += y[lo:hi] @ D
-    y_mean = float(y.mean())
+        cross += Y2[:, lo:hi] @ D
+    y_mean = Y2.mean(axis=1)
     d_mean = col_sum / n  # column means of K, less the shift
     means = shift + d_mean
     G -= n * np.outer(d_mean, d_mean)
-    c = cross - n * y_mean * d_mean  # K_cᵀy
+    cross -= n * y_mean[:, None] * d_mean[None, :]  # K_cᵀy per target
     P = np.eye(m) if penalty == "l2" else kernel.block(points, points)
     jitter = 0.0
     while True:  # K_II of nearly identical points may be numerically singular: a little ridge then
@@ -496,31 +506,56 @@ def refit_on_rows(kernel, X: np.ndarray, y: np.ndarray, support: np.ndarray, pen
             if jitter > 1e-3 * float(np.trace(P)) / m:
                 raise ValueError("the penalty matrix of the selected points is singular (identical points?)") from None
     s = np.maximum(s, 0.0)
-    t = V.T @ c
+    T = cross @ V  # c × m
     inv = 1.0 / (s[:, None] + lambdas[None, :])  # m × g
-    fit_weights = t[:, None] * inv
-    F = np.empty((n, g))
+    weights = (T.T[:, :, None] * inv[:, None, :]).reshape(m, c * g)  # column (t, a): target t at λ_a
+    store = 8.0 * n * c * g <= REFIT_STORE_BYTES
     H = np.empty((n, g))
-    for lo in range(0, n, step):
-        hi = min(n, lo + step)
+    F = np.empty((n, c, g)) if store else None
+    press = np.zeros((c, g))
+
+    def centred_block(lo, hi):
         D = kernel.block(X[lo:hi], points, out=buffer[: hi - lo])
         D -= means
-        with blas_section(2.0 * (hi - lo) * m * (m + 2 * g)):
+        return D
+
+    for lo, hi in blocks:
+        D = centred_block(lo, hi)
+        with blas_section(2.0 * (hi - lo) * m * (m + g + c * g)):
             U = D @ V
-            F[lo:hi] = U @ fit_weights
             H[lo:hi] = (U * U) @ inv
-    F += y_mean
-    H += 1.0 / n
-    resid = (y[:, None] - F) / np.maximum(1.0 - H, _HAT_MARGIN)
-    press = np.mean(resid * resid, axis=0)
-    a = int(np.argmin(press))
-    coef = V @ fit_weights[:, a]
-    return RowRefit(
-        coef=coef,
-        intercept=y_mean - float(means @ coef),
-        lam=float(lambdas[a]),
-        train_output=np.ascontiguousarray(F[:, a]),
-        loo_output=y - resid[:, a],
-        press=press,
-        lambdas=lambdas.copy(),
-    )
+            fits = (U @ weights).reshape(hi - lo, c, g)
+        H[lo:hi] += 1.0 / n
+        fits += y_mean[None, :, None]
+        resid = (Y2[:, lo:hi].T[:, :, None] - fits) / np.maximum(1.0 - H[lo:hi, None, :], _HAT_MARGIN)
+        press += np.einsum("itg,itg->tg", resid, resid)
+        if store:
+            F[lo:hi] = fits
+    press /= n
+    best = np.argmin(press, axis=1)
+    chosen = T.T * inv[:, best]  # m × c: each target's coordinates at its λ
+    if store:
+        out = F[:, np.arange(c), best]  # ℓ × c
+    else:
+        out = np.empty((n, c))
+        for lo, hi in blocks:
+            with blas_section(2.0 * (hi - lo) * m * (m + c)):
+                out[lo:hi] = centred_block(lo, hi) @ V @ chosen
+        out += y_mean[None, :]
+    coefs = V @ chosen
+    refits = []
+    for t in range(c):
+        a = int(best[t])
+        hat = np.maximum(1.0 - H[:, a], _HAT_MARGIN)
+        refits.append(
+            RowRefit(
+                coef=coefs[:, t].copy(),
+                intercept=float(y_mean[t] - means @ coefs[:, t]),
+                lam=float(lambdas[a]),
+                train_output=np.ascontiguousarray(out[:, t]),
+                loo_output=Y2[t] - (Y2[t] - out[:, t]) / hat,
+                press=press[t].copy(),
+                lambdas=lambdas.copy(),
+            )
+        )
+    return refits

@@ -40,31 +40,39 @@ def naive_ridge_loo(K, y, P, lambdas):
     return out
 
 
+@pytest.mark.parametrize("store", [True, False], ids=["fits-stored", "third-pass"])
 @pytest.mark.parametrize("penalty", ["l2", "kernel"])
-def test_refit_on_rows_equals_the_direct_solve_and_brute_force(monkeypatch, penalty):
+def test_refit_on_rows_equals_the_direct_solve_and_brute_force(monkeypatch, penalty, store):
     X, y = arcs(120, seed=2)
+    Y = np.vstack([y, np.where(X[:, 0] > 0.3, 1.0, -1.0)])  # two targets share one eigendecomposition
     support = np.array([3, 17, 40, 41, 88, 101])
     kernel = Kernel("rbf", 0.6)
     lambdas = default_lambdas(120)
     monkeypatch.setattr(loo_module, "REFIT_BLOCK_BYTES", 8 * 6 * 25)  # 25-row blocks: five of them
-    fit = refit_on_rows(kernel, X, y, support, penalty, lambdas)
+    if not store:
+        monkeypatch.setattr(loo_module, "REFIT_STORE_BYTES", 0)
+    fits = refit_on_rows(kernel, X, Y, support, penalty, lambdas)
+    assert len(fits) == 2
     K = rbf(X, X[support], 0.6)
     P = np.eye(6) if penalty == "l2" else rbf(X[support], X[support], 0.6)
-    twin = naive_ridge_loo(K, y, P, lambdas)
-    press = np.array([t[0] for t in twin])
-    np.testing.assert_allclose(fit.press, press, rtol=1e-9)
-    a = int(np.argmin(press))
-    assert fit.lam == lambdas[a]
-    np.testing.assert_allclose(fit.coef, twin[a][1][1:], rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(fit.intercept, twin[a][1][0], rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(fit.train_output, twin[a][2], atol=1e-10)
-    np.testing.assert_allclose(fit.loo_output, twin[a][3], atol=1e-10)
     Z = np.column_stack([np.ones(120), K])
-    for i in (0, 7, 64):  # brute force: refit without point i, predict it
-        keep = np.arange(120) != i
-        H = Z[keep].T @ Z[keep]
-        H[1:, 1:] += fit.lam * P
-        assert abs(Z[i] @ np.linalg.solve(H, Z[keep].T @ y[keep]) - fit.loo_output[i]) < 1e-9
+    for fit, target in zip(fits, Y):
+        twin = naive_ridge_loo(K, target, P, lambdas)
+        press = np.array([t[0] for t in twin])
+        np.testing.assert_allclose(fit.press, press, rtol=1e-9)
+        a = int(np.argmin(press))
+        assert fit.lam == lambdas[a]
+        np.testing.assert_allclose(fit.coef, twin[a][1][1:], rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(fit.intercept, twin[a][1][0], rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(fit.train_output, twin[a][2], atol=1e-10)
+        np.testing.assert_allclose(fit.loo_output, twin[a][3], atol=1e-10)
+        for i in (0, 7, 64):  # brute force: refit without point i, predict it
+            keep = np.arange(120) != i
+            H = Z[keep].T @ Z[keep]
+            H[1:, 1:] += fit.lam * P
+            assert abs(Z[i] @ np.linalg.solve(H, Z[keep].T @ target[keep]) - fit.loo_output[i]) < 1e-9
+    single = refit_on_rows(kernel, X, Y[1], support, penalty, lambdas)[0]  # one target: the same numbers
+    np.testing.assert_allclose(single.loo_output, fits[1].loo_output, atol=1e-12)
 
 
 def test_stratified_subset_keeps_the_class_shares():
@@ -159,3 +167,25 @@ def test_one_vs_rest_on_a_subset(cls):
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
     assert np.mean(model.predict(X) == y) > 0.85
     assert len(model.loo_output_) == 3 and all(v.shape == (240,) for v in model.loo_output_)
+
+
+@pytest.mark.parametrize("cls", SPARSE, ids=lambda c: c.__name__)
+def test_one_vs_rest_models_share_the_union_of_their_points(cls):
+    X, y = three_class_blobs(150, seed=5)
+    own = cls(sigma=1.0, random_state=0, shared_support=False).fit(X, y)
+    shared = cls(sigma=1.0, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(own.support_, shared.support_)  # the same selection, the same union
+    assert (np.abs(own.dual_coef_) > 0).sum() < shared.dual_coef_.size  # own points: zeros elsewhere
+    assert (np.abs(shared.dual_coef_) > 0).all()
+    K = rbf(X, X[shared.support_], 1.0)
+    P = np.eye(K.shape[1]) if PENALTY[cls] == "l2" else rbf(X[shared.support_], X[shared.support_], 1.0)
+    for c in range(3):  # class c's model: the ridge fit on the union, its own λ by leave-one-out
+        target = np.where(y == c, 1.0, -1.0)
+        twin = naive_ridge_loo(K, target, P, default_lambdas(150))
+        a = int(np.argmin([t[0] for t in twin]))
+        assert shared.loo_lambda_[c] == default_lambdas(150)[a]
+        f = twin[a][2]
+        positive = target > 0
+        scale = 2.0 / (f[positive].mean() - f[~positive].mean())
+        raw = shared._raw_output(X)[:, c]
+        np.testing.assert_allclose(raw, scale * (f - pooled_cut(twin[a][3], positive)), atol=1e-8)
