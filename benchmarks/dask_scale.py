@@ -1,7 +1,13 @@
-"""SparseGreedyKFD on a row-chunked dask array: ℓ up to 10⁷ Banana-like points on a 2-worker LocalCluster.
+"""SparseGreedyKFD or MatchingPursuitKFD on a row-chunked dask array: ℓ up to 10⁷ Banana-like points, 2 workers.
 
     python benchmarks/dask_scale.py --sizes 1000000 --chunk 250000 --budgets 4 0
     python benchmarks/dask_scale.py --sizes 10000000 --chunk 500000 --budgets 0.5 --in-memory
+    python benchmarks/dask_scale.py --estimator MatchingPursuitKFD --sizes 1000000 --chunk 250000
+
+MatchingPursuitKFD runs its defaults (``criterion="auto"``: the pseudo and the random
+selection; κ = 59 on the implicit deflated kernel, 800 landmarks); its "steps" are the
+round trips of both selections (the greedy step tasks per chunk), and its in-memory
+fit gets the ``max_memory_gb`` its 10⁶ × 800 features need.
 
 The data (``banana_like`` of benchmarks/threads.py) is written to disk as one
 ``.npy`` file per chunk and read lazily (``np.load(mmap_mode="r")`` per chunk
@@ -29,7 +35,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from threads import banana_like  # noqa: E402
 
-from kfdnumba import SparseGreedyKFD  # noqa: E402
+from kfdnumba import MatchingPursuitKFD, SparseGreedyKFD  # noqa: E402
 
 
 def write_chunks(n: int, chunk: int, folder: str, seed: int = 0) -> list[tuple[str, str, int]]:
@@ -76,6 +82,16 @@ def _task_share(stream, t_fit: float) -> tuple[float, dict]:
     return share, dict(sorted(per_function.items(), key=lambda item: -item[1]))
 
 
+def _round_trips(stream, n_chunks: int) -> int:
+    """Greedy steps (round trips) of a fit: its ``_chunk_step`` tasks per chunk, from the task stream."""
+    keys = {
+        str(record["key"])
+        for record in stream
+        if str(record["key"][0] if isinstance(record["key"], tuple) else record["key"]).startswith("_chunk_step")
+    }
+    return max(1, len(keys) // n_chunks)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000])
@@ -89,6 +105,7 @@ def main() -> None:
         help="max_memory_gb of the dask fits (per worker, for the stored kernel columns; 0: recompute them)",
     )
     parser.add_argument("--sigma", type=float, default=0.7)
+    parser.add_argument("--estimator", choices=["SparseGreedyKFD", "MatchingPursuitKFD"], default="SparseGreedyKFD")
     parser.add_argument("--folder", default=None, help="where the .npy chunks go (default: a temporary folder)")
     args = parser.parse_args()
 
@@ -99,6 +116,8 @@ def main() -> None:
     )
     client = distributed.Client(cluster)
     params = dict(sigma=args.sigma, random_state=0)
+    estimator = {"SparseGreedyKFD": SparseGreedyKFD, "MatchingPursuitKFD": MatchingPursuitKFD}[args.estimator]
+    print(f"{args.estimator}; uptime: {os.popen('uptime').read().strip()}", flush=True)
     print(f"load average before: {os.getloadavg()}", flush=True)
     with tempfile.TemporaryDirectory(dir=args.folder) as folder:
         for n in args.sizes:
@@ -109,13 +128,13 @@ def main() -> None:
                 client.restart()  # fresh worker processes: each mode's own peak memory
                 # warm-up: compile / load the Numba cache in the workers and here
                 small = 2 * args.chunk // 10
-                SparseGreedyKFD(**params, max_bases=3, patience=1).fit(X[:small], y[:small])
+                estimator(**params, max_bases=3, patience=1).fit(X[:small], y[:small])
                 with distributed.get_task_stream(client) as task_stream:
                     t_start = time.time()
-                    model = SparseGreedyKFD(**params, max_memory_gb=budget or 1e-9).fit(X, y)
+                    model = estimator(**params, max_memory_gb=budget or 1e-9).fit(X, y)
                     t_fit = time.time() - t_start
                 fits[budget] = (model, t_fit)
-                steps = int(model.n_kernel_columns_ // model.n_candidates)
+                steps = _round_trips(task_stream.data, len(files))
                 busy, per_function = _task_share(task_stream.data, t_fit)
                 rss = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
                 print(
@@ -134,9 +153,17 @@ def main() -> None:
             if n in args.in_memory:
                 Xm, ym = X.compute(), y.compute()
                 t0 = time.time()
-                eager = SparseGreedyKFD(**params, max_memory_gb=8.0).fit(Xm, ym)  # its worst-case budget at max_bases
+                # the in-memory fit's worst-case budget: SG's columns at max_bases, MP's features and their copy
+                # and every row for the selection (the paper's algorithm, as on dask), not a subset of them
+                memory = {"max_memory_gb": 8.0 if estimator is SparseGreedyKFD else 20.0}
+                if "selection_rows" in estimator().get_params():
+                    memory["selection_rows"] = None
+                eager = estimator(**params, **memory).fit(Xm, ym)
                 t_mem = time.time() - t0
-                steps = int(eager.n_kernel_columns_ // eager.n_candidates)
+                if estimator is SparseGreedyKFD:
+                    steps = int(eager.n_kernel_columns_ // eager.n_candidates)
+                else:  # rounds of the chosen selection (the dask line counts both selections' round trips)
+                    steps = int(eager.n_rounds_)
                 print(f"memory l={n:>9,d}: fit {t_mem:7.1f} s, {t_mem / steps:6.2f} s/step", flush=True)
                 for budget, (model, t_fit) in fits.items():
                     same = np.array_equal(eager.support_, model.support_)
@@ -150,7 +177,11 @@ def main() -> None:
                         f"max |coef diff| / max |coef| = {diff:.1e}",
                         flush=True,
                     )
-                print(f"load {os.getloadavg()}, client peak RSS {_peak_rss_mb():.0f} MB", flush=True)
+                extra = (
+                    f", criterion {eager.criterion_}, {eager.n_bases_} bases" if estimator is MatchingPursuitKFD else ""
+                )
+                print(f"load {os.getloadavg()}, client peak RSS {_peak_rss_mb():.0f} MB{extra}", flush=True)
+                print(f"uptime: {os.popen('uptime').read().strip()}", flush=True)
                 del Xm, ym
     client.close()
     cluster.close()

@@ -11,7 +11,7 @@ The fitted model is shipped once, as one ``dask.delayed`` key that every block
 task depends on, and only the attributes prediction reads travel (a model
 fitted in memory may hold ℓ-length leave-one-out outputs; they stay behind).
 
-**The distributed sparse greedy fit** (:class:`DaskColumns`). The greedy loop
+**The distributed sparse greedy fit** (:class:`DaskColumns`, for SparseGreedyKFD). The greedy loop
 of :mod:`kfdnumba.sparse_greedy_kfd` reads the training set through a column
 source with three operations: the candidates' statistics
 ``[1; 1₊; K_mᵀ] K[:, cand]`` and ``diag(K[:, cand]ᵀK[:, cand])``, accepting a
@@ -71,6 +71,48 @@ fits f, h per λ and the best prefix's; g = 7 λ, or 1 with a fixed C); during a
 step also w (g × c per class) and one block's kernel rows. The final model's
 class means, cut and probability model come from per-chunk moments (means and
 centred sums of squares merged by Chan's rule).
+
+**The distributed matching-pursuit fit** (MatchingPursuitKFD, κ random candidates per
+round on the implicit deflated kernel ``K̃ = Φ A Φᵀ``; ``kfdnumba.matching_pursuit_kfd``).
+A :class:`DaskTrainingSet` is checked once; each class (one-vs-rest) and each selection of
+``criterion="auto"`` then runs, in the in-memory order and on the same random generator, on
+its own binary :class:`DaskColumns` (``positive_class``):
+
+* the pseudo criteria: the client draws the m landmarks (as in memory), gathers their m rows
+  and makes ``T`` (``K[L, L]⁺ = T Tᵀ``); ONE pass over the chunks (:func:`_chunk_nystroem`)
+  reduces ``G = ΦᵀΦ`` (r × r), the per-label sums of Φ's rows (→ ``Φᵀd``) and ``max ||φ_i||²``,
+  with ``Φ = k(X_block, L) T`` made per row block and dropped. A round is then one round trip
+  (:meth:`DaskColumns.rows`) that takes the last basis's leave-one-out update to the chunks and
+  brings back its PRESS with the κ candidates' rows; the client scores them,
+  ``(k(x_j, L) T A Φᵀd)²``, picks, checks the dependence on ``k(x_I, x_j)`` and fetches the pick's
+  ``[1; 1₊; K_Iᵀ] k_j`` and ``k_jᵀk_j`` (:meth:`DaskColumns.candidates` with κ = 1, a second round
+  trip) to border the leave-one-out factors. Deflations change only A (m × m, client).
+* "random": the order needs no data (a permutation drawn on the client), so a round is one
+  round trip: the first pick's statistics with the last basis's update.
+
+A PRESS that stops the path undoes its round (generator restored), as for SparseGreedyKFD;
+the final model comes from per-chunk moments (:meth:`DaskColumns.loo_expansion`).
+Workers: a chunk's rows, targets, its share of the accepted columns (stored or recomputed, as
+above) and of the leave-one-out fits; during the Φ pass one block of ``block · (m + r)``
+floats. Client, per selection: the m landmark rows, T, G and A (r × r), the accepted points
+and factors, and ℓ-length only the random criterion's rank of each point in its permutation
+(4 bytes per point, int32; 16 bytes per point while it is drawn); the candidate pool is the
+sorted list of picked points (``_CandidatePool``: no ℓ-length mask). Refused on dask, with
+a ValueError: the dense ℓ × ℓ deflated kernel and scoring every point per round (the
+defaults below 2000 points), the within-class criteria "optimal"/"reverse" (their scores
+``||φ_j A C_w||²`` need the per-class scatter of Φ, one more r × r reduction per label: not
+done), ``threshold="bayes"``, and the paper's FDA without the leave-one-out path (a number
+for ``n_bases`` and ``mu`` with ``threshold="midpoint"`` and one criterion). Not used on
+dask: ``selection_rows`` and ``shared_support`` (each class keeps its own points, as the
+in-memory fit with ``shared_support=False``). The classes do not share passes: each draws
+its landmarks after the previous class's selection, as in memory.
+
+**ReformativeKFD** still raises TypeError on dask input. Its state would allow it: the
+sampled path (``reformative_kfd._select_nodes_sampled``) reads per step the κ candidates'
+kernel-row class means, ``||K̄[x, :]||²`` and ``K̄[S, :] K[x, :]ᵀ`` — per-chunk sums like
+``[1; 1₊; K_mᵀ] K[:, cand]`` (the class centring is a rank-two correction the client knows) —
+and holds ℓ-length only the usable-candidate mask (1 byte per point) and the nodes' centred
+rows (s × ℓ, which would stay on the chunks like the stored columns). Not done yet.
 
 Failures: the state of a chunk after each step is a new key (the step
 functions never change their input state), so when a worker dies the scheduler
@@ -272,11 +314,17 @@ def _chunk_squares(X, mean) -> np.ndarray:
     return np.einsum("ij,ij->j", Xc, Xc)
 
 
-def _chunk_init(X, y, classes, n_models, block_rows) -> ChunkState:
-    """Build the chunk's state before the first step: float64 rows, ±1 targets, ``[1; 1₊]`` rows."""
+def _chunk_init(X, y, classes, n_models, block_rows, positive_class=None) -> ChunkState:
+    """Build the chunk's state before the first step: float64 rows, ±1 targets, ``[1; 1₊]`` rows.
+
+    ``positive_class``: one binary model of that class against the rest (a one-vs-rest model fitted on
+    its own, as MatchingPursuitKFD does); None: the binary model, or one model per class.
+    """
     X = np.ascontiguousarray(X, dtype=np.float64)
     encoded = np.searchsorted(classes, np.asarray(y).ravel())
-    if n_models == 1:
+    if positive_class is not None:
+        targets = np.where(encoded == positive_class, 1.0, -1.0)[None, :]
+    elif n_models == 1:
         targets = np.where(encoded == 1, 1.0, -1.0)[None, :]
     else:
         targets = np.where(encoded[None, :] == np.arange(n_models)[:, None], 1.0, -1.0)
@@ -410,6 +458,35 @@ def _take_rows(state: ChunkState, local) -> np.ndarray:
     return state.X[local]
 
 
+def _take_part_rows(part, local) -> np.ndarray:
+    return np.asarray(part, dtype=np.float64)[local]
+
+
+def _chunk_nystroem(X, y, classes, kernel: Kernel, landmarks, T, block_rows: int):
+    """Return a chunk's share of ``ΦᵀΦ``, of the per-label sums of Φ's rows and ``max ||φ_i||²`` (Φ = k(X, L) T).
+
+    Φ is made per block of rows (the in-memory path's kernel block on the landmarks, then one GEMM) and
+    dropped: memory O(block · (m + r)), whatever the chunk's size.
+    """
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    labels = np.searchsorted(classes, np.asarray(y).ravel())
+    r = T.shape[1]
+    G = np.zeros((r, r))
+    sums = np.zeros((classes.shape[0], r))
+    scale = 0.0
+    with thread_policy(None):
+        for lo in range(0, X.shape[0], block_rows):
+            hi = min(X.shape[0], lo + block_rows)
+            with blas_section(2.0 * (hi - lo) * landmarks.shape[0] * r):
+                Phi = kernel.block(X[lo:hi], landmarks) @ T
+            with blas_section(2.0 * (hi - lo) * r * r):
+                G += Phi.T @ Phi
+            for k in np.unique(labels[lo:hi]):
+                sums[k] += Phi[labels[lo:hi] == k].sum(axis=0)
+            scale = max(scale, float(np.max(np.einsum("ij,ij->i", Phi, Phi))))
+    return G, sums, scale
+
+
 def _stack(*parts) -> np.ndarray:
     return np.concatenate(parts, axis=0)
 
@@ -532,72 +609,30 @@ BLOCK_BYTES = 32 * 2**20
 INITIAL_STORED_COLUMNS = 16
 
 
-class DaskColumns:
-    """The column source of the sparse greedy loop over the row chunks of a dask array (module docstring).
+class DaskTrainingSet:
+    """A checked training set on the cluster: its row chunks (futures), labels and kernel; no greedy state.
 
-    Same operations as :class:`kfdnumba.sparse_greedy_kfd.MemoryColumns`; the client keeps futures of
-    the chunks' :class:`ChunkState` and the small per-step results. The leave-one-out PRESS of a step
-    arrives with the next step's statistics (``candidates`` returns None when it stops a class).
+    Made once per fit by :meth:`from_arrays`; a greedy loop runs on a :class:`DaskColumns` made from it
+    (:meth:`columns`: SparseGreedyKFD one for all classes, MatchingPursuitKFD one per class and selection).
     """
 
     distributed = True
 
-    def __init__(self, client, x_parts, y_parts, offsets, classes, counts, kernel, n_features, options):
+    def __init__(self, client, x_parts, y_parts, offsets, classes, counts, kernel, n_features):
         self.client = client
+        self.x_parts = x_parts
+        self.y_parts = y_parts
         self.offsets = offsets
         self.n = int(offsets[-1])
         self.classes = classes
-        self.n_features = n_features
+        self.counts = counts
         self.kernel = kernel
-        self.n_models = 1 if classes.shape[0] == 2 else classes.shape[0]
-        self.n_fixed = 1 + self.n_models
-        self.n_pos = counts[1:2].astype(np.float64) if self.n_models == 1 else counts.astype(np.float64)
-        self.loo_stops = options["loo_stops"]
-        # the stored columns of a worker's rows may take this much; beyond it the chunks recompute them
-        workers = client.scheduler_info()["workers"].values()
-        self.n_workers = max(1, len(workers))
-        limits = [w.get("memory_limit") or 0 for w in workers]
-        budget = options["max_memory_gb"] * 2**30
-        if limits and min(limits) > 0:
-            budget = min(budget, min(limits) / 4)
-        self.column_budget = budget
-        self.capacity = 0
-        if self._fits_store(INITIAL_STORED_COLUMNS):
-            self.capacity = INITIAL_STORED_COLUMNS
-        width = self.n_fixed + options["max_bases"] * self.n_models + options["n_candidates"]
-        max_chunk = int(np.max(np.diff(offsets)))
-        block_rows = max(1, int(min(max_chunk, max(1024, BLOCK_BYTES // (8 * width)))))
-        self.states = [
-            client.submit(_chunk_init, xf, yf, classes, self.n_models, block_rows, pure=False)
-            for xf, yf in zip(x_parts, y_parts)
-        ]
-        self._parts = (x_parts, y_parts)
-        self.stored_points = []
-        self.stored_index = []
-        self.slot_of = {}
-        self.paths = {}
-        self._init_fits = None
-        self._updates = []
-        self._n_sent = 0  # stored points the chunks have
-        self.round_trips = 0
+        self.n_features = n_features
+        self.points = {}  # rows of X the greedy loops accepted, by training index (the model's support)
 
-    def _fits_store(self, columns: int) -> bool:
-        """Whether ``columns`` stored kernel columns of a worker's share of the rows fit the budget."""
-        return 8.0 * columns * self.n / self.n_workers <= self.column_budget
-
-    @property
-    def stores_columns(self) -> bool:
-        """True while the chunks keep their accepted kernel columns (False: recomputed every step)."""
-        return self.capacity > 0
-
-    # ---------------------------------------------------------------------- validation
     @classmethod
-    def from_arrays(cls, X, y, kernel_name: str, sigma, min_per_class: int, **options) -> DaskColumns:
-        """Check X and y on the client and the chunks, then place one state per row chunk on the workers.
-
-        ``options``: ``max_bases``, ``n_candidates``, ``loo_stops`` (stop="loo") and ``max_memory_gb``
-        (per worker, for the stored kernel columns).
-        """
+    def from_arrays(cls, X, y, kernel_name: str, sigma, min_per_class: int) -> DaskTrainingSet:
+        """Check X and y on the client and on the chunks (one pass returning flags); σ = "auto" by a second pass."""
         try:
             from distributed import get_client
 
@@ -672,7 +707,122 @@ class DaskColumns:
             kernel = Kernel("rbf", float(np.sqrt(total)) if total > 0 else 1.0)
         else:
             kernel = Kernel("rbf", float(sigma))
-        return cls(client, x_parts, y_parts, offsets, classes, counts, kernel, X.shape[1], options)
+        return cls(client, x_parts, y_parts, offsets, classes, counts, kernel, X.shape[1])
+
+    def columns(self, positive_class: int | None = None, **options) -> DaskColumns:
+        """Return a column source over these chunks (new chunk states; options of DaskColumns.from_arrays)."""
+        return DaskColumns(self, options, positive_class)
+
+    def take_rows(self, index: np.ndarray) -> np.ndarray:
+        """Return the rows of X at the sorted training indices (one gather of ``len(index)`` rows)."""
+        index = np.asarray(index, dtype=np.int64)
+        owner = np.searchsorted(self.offsets, index, side="right") - 1
+        parts = [
+            self.client.submit(_take_part_rows, self.x_parts[k], index[owner == k] - self.offsets[k], pure=False)
+            for k in np.unique(owner)
+        ]
+        return np.concatenate(self.client.gather(parts), axis=0)
+
+    def nystroem_moments(self, landmarks: np.ndarray, T: np.ndarray):
+        """One pass for the implicit deflated kernel: ``(ΦᵀΦ, per-label sums of Φ's rows, max ||φ_i||²)``.
+
+        ``Φ = k(X, landmarks) T`` is made block by block on the workers (:func:`_chunk_nystroem`) and never
+        stored; the client gets r × r and (classes × r) numbers per chunk and sums them in chunk order.
+        """
+        r = T.shape[1]
+        block_rows = max(1, BLOCK_BYTES // (8 * (landmarks.shape[0] + r)))
+        landmarks = self.client.scatter(np.ascontiguousarray(landmarks), broadcast=True)
+        T = self.client.scatter(np.ascontiguousarray(T), broadcast=True)
+        parts = self.client.gather(
+            [
+                self.client.submit(_chunk_nystroem, xf, yf, self.classes, self.kernel, landmarks, T, block_rows)
+                for xf, yf in zip(self.x_parts, self.y_parts)
+            ]
+        )
+        G = np.zeros((r, r))
+        sums = np.zeros((self.classes.shape[0], r))
+        scale = 0.0
+        for part_G, part_sums, part_scale in parts:
+            G += part_G
+            sums += part_sums
+            scale = max(scale, part_scale)
+        return G, sums, scale
+
+
+class DaskColumns:
+    """The column source of the sparse greedy loop over the row chunks of a dask array (module docstring).
+
+    Same operations as :class:`kfdnumba.sparse_greedy_kfd.MemoryColumns`; the client keeps futures of
+    the chunks' :class:`ChunkState` and the small per-step results. The leave-one-out PRESS of a step
+    arrives with the next step's statistics (``candidates`` returns None when it stops a class).
+    """
+
+    distributed = True
+
+    def __init__(self, data: DaskTrainingSet, options: dict, positive_class: int | None = None):
+        self.data = data
+        client, offsets, classes, counts = data.client, data.offsets, data.classes, data.counts
+        x_parts, y_parts = data.x_parts, data.y_parts
+        self.client = client
+        self.offsets = offsets
+        self.n = data.n
+        self.classes = classes
+        self.n_features = data.n_features
+        self.kernel = data.kernel
+        if positive_class is not None:  # one class against the rest, on its own
+            self.n_models = 1
+            self.n_pos = counts[positive_class : positive_class + 1].astype(np.float64)
+        else:
+            self.n_models = 1 if classes.shape[0] == 2 else classes.shape[0]
+            self.n_pos = counts[1:2].astype(np.float64) if self.n_models == 1 else counts.astype(np.float64)
+        self.n_fixed = 1 + self.n_models
+        self.loo_stops = options["loo_stops"]
+        # the stored columns of a worker's rows may take this much; beyond it the chunks recompute them
+        workers = client.scheduler_info()["workers"].values()
+        self.n_workers = max(1, len(workers))
+        limits = [w.get("memory_limit") or 0 for w in workers]
+        budget = options["max_memory_gb"] * 2**30
+        if limits and min(limits) > 0:
+            budget = min(budget, min(limits) / 4)
+        self.column_budget = budget
+        self.capacity = 0
+        if self._fits_store(INITIAL_STORED_COLUMNS):
+            self.capacity = INITIAL_STORED_COLUMNS
+        width = self.n_fixed + options["max_bases"] * self.n_models + options["n_candidates"]
+        max_chunk = int(np.max(np.diff(offsets)))
+        block_rows = max(1, int(min(max_chunk, max(1024, BLOCK_BYTES // (8 * width)))))
+        self.states = [
+            client.submit(_chunk_init, xf, yf, classes, self.n_models, block_rows, positive_class, pure=False)
+            for xf, yf in zip(x_parts, y_parts)
+        ]
+        self._parts = (x_parts, y_parts)
+        self.stored_points = []
+        self.stored_index = []
+        self.slot_of = {}
+        self.paths = {}
+        self._init_fits = None
+        self._updates = []
+        self._n_sent = 0  # stored points the chunks have
+        self.round_trips = 0
+
+    def _fits_store(self, columns: int) -> bool:
+        """Whether ``columns`` stored kernel columns of a worker's share of the rows fit the budget."""
+        return 8.0 * columns * self.n / self.n_workers <= self.column_budget
+
+    @property
+    def stores_columns(self) -> bool:
+        """True while the chunks keep their accepted kernel columns (False: recomputed every step)."""
+        return self.capacity > 0
+
+    # ---------------------------------------------------------------------- validation
+    @classmethod
+    def from_arrays(cls, X, y, kernel_name: str, sigma, min_per_class: int, **options) -> DaskColumns:
+        """Check X and y on the client and the chunks (:class:`DaskTrainingSet`), then place one state per chunk.
+
+        ``options``: ``max_bases``, ``n_candidates``, ``loo_stops`` (stop="loo") and ``max_memory_gb``
+        (per worker, for the stored kernel columns).
+        """
+        return cls(DaskTrainingSet.from_arrays(X, y, kernel_name, sigma, min_per_class), options)
 
     # --------------------------------------------------------------------- the greedy loop
     def new_path(self, c: int, lambdas, capacity: int, penalty: str, patience: int) -> ChunkedLooPath:
@@ -699,13 +849,13 @@ class DaskColumns:
         self._updates = []
         return StepPayload(self.kernel, self._snapshots(), new_points, self.capacity, init, updates)
 
-    def _step(self, cand: np.ndarray | None):
-        """One round trip: the queued outcome of the last step and (with cand) the candidates' statistics.
+    def _step(self, cand: np.ndarray | None, products: bool = True):
+        """One round trip: the queued outcome of the last step and (with cand) the candidates' rows and statistics.
 
         Submitted at once: the candidates' rows taken from their chunks, one :func:`_chunk_step` per chunk,
         and with leave-one-out updates the ``wᵀy`` sum and one :func:`_chunk_loo_fits` per chunk; then one
         gather. The PRESS of the updates is recorded on the paths. Returns (points, products, squared
-        norms) or None without candidates.
+        norms) or None without candidates; ``products=False``: only the rows (statistics None).
         """
         client = self.client
         updates = list(self._updates)
@@ -718,11 +868,15 @@ class DaskColumns:
                 for k in np.unique(owner)
             ]
             points = client.submit(_stack, *parts, pure=False)
-        self.states = [client.submit(_chunk_step, s, payload, points, pure=False) for s in self.states]
+        scored = points if products else None
+        self.states = [client.submit(_chunk_step, s, payload, scored, pure=False) for s in self.states]
         if cand is None and not updates:
             return None  # nothing to wait for: the states are chained
-        stats = [client.submit(_stats_of, s, pure=False) for s in self.states]
-        wanted = [points] + stats if cand is not None else []
+        stats = []
+        if scored is not None or updates:
+            stats = [client.submit(_stats_of, s, pure=False) for s in self.states]
+        wanted = [] if cand is None else [points] + (stats if products else [])
+        n_head = len(wanted)
         if updates:
             wy = client.submit(_sum_shares, *stats, pure=False)
             self.states = [client.submit(_chunk_loo_fits, s, wy, pure=False) for s in self.states]
@@ -730,27 +884,33 @@ class DaskColumns:
         results = client.gather(wanted)
         self.round_trips += 1
         if updates:
-            wy, press = results[len(wanted) - len(stats) - 1], results[len(wanted) - len(stats) :]
+            wy, press = results[n_head], results[n_head + 1 :]
             for c, *_ in updates:
                 path = self.paths[c]
                 path.set_wy(wy[c])
                 path.record(sum(p[c] for p in press))
         if cand is None:
             return None
-        chunk_stats = results[1 : 1 + len(stats)]
+        if not products:
+            return results[0], None, None
+        chunk_stats = results[1:n_head]
         return results[0], sum(s[0] for s in chunk_stats), sum(s[1] for s in chunk_stats)
 
-    def candidates(self, cand: np.ndarray, kernel_reg: bool):
+    def _stops(self, pending: list) -> bool:
+        """Whether the PRESS just recorded for the pending classes stops one of them (stop="loo")."""
+        return self.loo_stops and any(self.paths[c].done and self.paths[c].m < self.paths[c].capacity for c in pending)
+
+    def candidates(self, cand: np.ndarray, kernel_reg: bool, may_stop: bool = True):
         """One round trip: the candidates' rows of X and summed statistics, with the last step's PRESS.
 
-        Returns None when that PRESS stops a class (stop="loo"): the loop then draws again without it, as
-        the in-memory loop would have, and these statistics are dropped.
+        Returns None when that PRESS stops a class (stop="loo", unless ``may_stop`` is False): the loop
+        then draws again without it, as the in-memory loop would have, and these statistics are dropped.
         """
         from .sparse_greedy_kfd import CandidateBlock
 
         pending = [c for c, *_ in self._updates]
         points, products, sq_norms = self._step(cand)
-        if self.loo_stops and any(self.paths[c].done and self.paths[c].m < self.paths[c].capacity for c in pending):
+        if may_stop and self._stops(pending):
             return None
         support_rows = _NO_ROWS
         if kernel_reg and self.stored_points:
@@ -758,6 +918,15 @@ class DaskColumns:
         elif kernel_reg:
             support_rows = np.zeros((0, cand.size))
         return CandidateBlock(cand, points, products, sq_norms, support_rows)
+
+    def rows(self, cand: np.ndarray, may_stop: bool = True):
+        """One round trip: the rows of X at cand (no statistics), with the last step's outcome and PRESS.
+
+        None when that PRESS stops a class (as :meth:`candidates`).
+        """
+        pending = [c for c, *_ in self._updates]
+        points, _, _ = self._step(cand, products=False)
+        return None if may_stop and self._stops(pending) else points
 
     def loo_append(self, path: ChunkedLooPath, block, j: int, index: int, cross, slots, kdiag) -> bool:
         """Border class c's path on the client; queue the chunks' update (sent with the next step). False: refused."""
@@ -883,7 +1052,8 @@ class DaskColumns:
         return SupportRows(dict(zip(self.stored_index, self.stored_points)))
 
     def close(self) -> None:
-        """Release the chunks' states and data on the cluster."""
+        """Release the chunks' states and data on the cluster (the accepted points stay with the training set)."""
+        self.data.points.update(zip(self.stored_index, self.stored_points))
         self.states = []
         self._parts = None
 

@@ -78,6 +78,15 @@ are about as fast at 2000 points and the implicit one 6 times faster at
 The ``random`` criterion never reads K̃, so it builds no kernel matrix and skips
 the deflation (which could not change its choice): it is the randomised
 Nyström method, O(ℓk²) time.
+
+On a row-chunked dask array (``kfdnumba._dask``, "distributed matching-pursuit
+fit") the same selection runs with the candidate subset on the implicit K̃:
+:func:`select_bases` reads the data through a source (:class:`_MemoryBases` or
+:class:`_DaskBases`) and the candidate pool is the sorted list of picked points
+(:class:`_CandidatePool`, the same draws as an ℓ-length mask); the engine there,
+:class:`_ClientDeflatedKernel`, holds ``ΦᵀΦ`` and ``Φᵀd`` reduced over the chunks
+and makes the κ candidates' rows of Φ from their points, so the client holds
+nothing ℓ-long but the random criterion's permutation ranks (4 bytes per point).
 """
 
 from __future__ import annotations
@@ -91,12 +100,13 @@ import scipy.linalg
 
 from ._base import (
     Interval,
-    KernelClassifier,
     KernelExpansion,
     Options,
+    SparseKernelClassifier,
     check_memory,
     choose_threshold,
     register,
+    thread_policy,
 )
 from ._jit import jit
 from ._kernels import row_class_means, row_class_scatter
@@ -368,11 +378,52 @@ class _ImplicitDeflatedKernel:
         return self.Phi @ self.A @ self.Phi.T
 
 
-def nystroem_features(C: np.ndarray, W: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
-    """Φ (n × r) with ``ΦΦᵀ = C W⁺ Cᵀ``: C = K[:, L], W = K[L, L], eigenvalues below rtol·max dropped."""
+def nystroem_map(W: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
+    """T (m × r) with ``T Tᵀ = W⁺`` for W = K[L, L] (eigenvalues below rtol·max dropped): Φ = K[:, L] T."""
     evals, evecs = scipy.linalg.eigh(W, check_finite=False)
     keep = evals > rtol * max(float(evals[-1]), 1e-300)
-    return np.ascontiguousarray(C @ (evecs[:, keep] / np.sqrt(evals[keep])))
+    return evecs[:, keep] / np.sqrt(evals[keep])
+
+
+def nystroem_features(C: np.ndarray, W: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
+    """Φ (n × r) with ``ΦΦᵀ = C W⁺ Cᵀ``: C = K[:, L], W = K[L, L], eigenvalues below rtol·max dropped."""
+    return np.ascontiguousarray(C @ nystroem_map(W, rtol))
+
+
+class _ClientDeflatedKernel(_ImplicitDeflatedKernel):
+    """The implicit ``K̃ = Φ A Φᵀ`` of a fit on dask: nothing ℓ-long on the client.
+
+    ``G = ΦᵀΦ``, ``Φᵀd`` and ``max ||φ_i||²`` come from one pass over the chunks
+    (``kfdnumba._dask.DaskTrainingSet.nystroem_moments``); the rows φ_j of a
+    round's κ candidates are made here from their points, ``k(x_j, landmarks) T``,
+    and the pseudo criteria score them by ``(φ_j A Φᵀd)²``, which is ``g_j²`` of
+    the in-memory engine. Deflations update A exactly as there.
+    """
+
+    def __init__(self, G, delta, scale, kernel, landmarks, T):
+        self.Phi = None
+        self.m = G.shape[0]
+        self.G = G
+        self.A = np.eye(self.m)
+        self.delta = delta
+        self.needs_within = False
+        self.scale = scale
+        self.Vw = None
+        self.kernel, self.landmarks, self.T = kernel, landmarks, T
+        self._cand = self._phi = None
+
+    def candidate_scores(self, cand: np.ndarray, points: np.ndarray):
+        """``(B, None)`` for the candidates cand (sorted indices) with rows ``points`` of X."""
+        self._cand = cand
+        self._phi = self.kernel.block(points, self.landmarks) @ self.T
+        g = self._phi @ (self.A @ self.delta)
+        return g * g, None
+
+    def columns(self, picks) -> list[np.ndarray]:
+        return [self.A @ self._phi[i] for i in np.searchsorted(self._cand, picks)]
+
+    def to_ell(self, a):
+        raise NotImplementedError("the deflation vectors of a fit on dask stay in the features' coordinates")
 
 
 # ---------------------------------------------------------------------- selection
@@ -386,16 +437,145 @@ class _Selection:
     vectors: list  # deflation vectors x (ℓ-space), when recorded
 
 
-def _criterion_scores(criterion, between, within, floor, order_rank):
+def _criterion_scores(criterion, between, within, floor):
     if criterion == "pseudo":
         return between.copy()
     if criterion == "reverse_pseudo":
         return -between
     if criterion == "optimal":
         return between / (within + floor)
-    if criterion == "reverse":
-        return -between / (within + floor)
-    return -order_rank.astype(np.float64)  # random: earliest in a fixed random permutation
+    return -between / (within + floor)  # reverse
+
+
+class _CandidatePool:
+    """The training points not picked yet, kept as the sorted list of the picked ones (O(picks) memory).
+
+    :meth:`draw` takes κ of them uniformly without replacement by ``rng.choice(size, κ)``: positions in
+    the sorted list of available indices, the same generator calls and the same points as
+    ``rng.choice(np.flatnonzero(available), κ)``; a position maps to its index through the picked ones,
+    so a round's draw makes no ℓ-length array (what a fit on dask relies on).
+    """
+
+    def __init__(self, n: int):
+        self.n = n
+        self.picked = np.zeros(0, dtype=np.int64)
+
+    @property
+    def size(self) -> int:
+        return self.n - self.picked.shape[0]
+
+    def remove(self, j: int) -> None:
+        self.picked = np.insert(self.picked, np.searchsorted(self.picked, j), j)
+
+    def mask(self, cand=None) -> np.ndarray:
+        """ℓ booleans: the available points, or only cand (in memory only)."""
+        if cand is not None:
+            out = np.zeros(self.n, dtype=bool)
+            out[cand] = True
+            return out
+        out = np.ones(self.n, dtype=bool)
+        out[self.picked] = False
+        return out
+
+    def draw(self, rng: np.random.Generator, n_candidates: int | None) -> np.ndarray:
+        """Return a round's candidates, sorted: κ random available points, or all of them (κ None or ≥ the pool)."""
+        if n_candidates is not None and n_candidates < self.size:
+            positions = rng.choice(self.size, n_candidates, replace=False)
+            below = self.picked - np.arange(self.picked.shape[0])  # available points below each picked one
+            return np.sort(positions + np.searchsorted(below, positions, side="right"))
+        return np.flatnonzero(self.mask())
+
+
+class _MemoryBases:
+    """:func:`select_bases`' view of an in-memory X: a picked point's kernel row over all ℓ points."""
+
+    distributed = False
+
+    def __init__(self, kernel, X: np.ndarray, k: int, path):
+        self.kernel, self.X, self.path = kernel, X, path
+        self.n = X.shape[0]
+        self.C = np.zeros((k, self.n))  # K[I, :] rows of the accepted bases
+        self.row = None
+
+    def begin_round(self, cand, first):
+        return cand
+
+    def kernel_entries(self, j: int, m: int):
+        """``(K[I, j], k(x_j, x_j))`` for the dependence check."""
+        self.row = self.kernel.block(self.X[j : j + 1], self.X)[0]  # original kernel row k(x_j, X)
+        return np.ascontiguousarray(self.C[:m, j]), self.row[j]
+
+    def accept(self, j: int, m: int) -> bool:
+        """Append the row to the leave-one-out path (False: refused) and keep it."""
+        if self.path is not None and not self.path.append(self.row, j):
+            return False
+        self.C[m] = self.row
+        return True
+
+
+class _DaskBases:
+    """:func:`select_bases`' view of a training set on dask: one class's ``kfdnumba._dask.DaskColumns``.
+
+    A round is one round trip (:meth:`begin_round`) that carries the last accepted basis's leave-one-out
+    update to the chunks and brings back its PRESS with the rows of the round's κ candidates (criteria
+    that read K̃) or the statistics of the first pick ("random", whose order needs no data). Accepting a
+    basis needs ``[1ᵀk_j; K_Iᵀk_j; k_jᵀk_j]`` over all rows: for a pick whose statistics did not come
+    with the round, one more round trip (κ = 1). The dependence check ``k(x_I, x_j)`` is made here.
+    ``loo_refuses``: a column the path refuses is rejected (``n_bases="auto"``); else, as in memory where
+    the path is fed after the selection, it is kept and only the path skips it.
+    """
+
+    distributed = True
+
+    def __init__(self, columns, path, kernel, loo_refuses: bool, reads_points: bool):
+        self.columns, self.path, self.kernel = columns, path, kernel
+        self.n = columns.n
+        self.loo_refuses = loo_refuses
+        self.reads_points = reads_points
+        self.points = {}  # index -> row of X seen this round
+        self.block = None  # the statistics of the last pick fetched
+        self.path_slots = []  # stored columns the leave-one-out path holds, in order
+
+    def begin_round(self, cand: np.ndarray, first: int | None):
+        """Make the round trip of a round: None when the last basis's PRESS stops the path (the round is undone)."""
+        self.points, self.block = {}, None
+        if self.reads_points:
+            rows = self.columns.rows(cand, may_stop=True)
+            if rows is not None:
+                self.points = dict(zip(cand.tolist(), rows))
+            return rows
+        block = self.columns.candidates(np.array([first]), True, may_stop=True)
+        if block is None:
+            return None
+        self.block = block
+        self.points[first] = block.points[0]
+        return cand
+
+    def _statistics(self, j: int):
+        if self.block is None or int(self.block.cand[0]) != j:
+            self.block = self.columns.candidates(np.array([j]), True, may_stop=False)
+            self.points[j] = self.block.points[0]
+        return self.block
+
+    def kernel_entries(self, j: int, m: int):
+        x = (self.points[j] if j in self.points else self._statistics(j).points[0])[None, :]
+        bases = np.array(self.columns.stored_points).reshape(-1, x.shape[1])  # the accepted points, in order
+        return np.ascontiguousarray(self.kernel.block(bases, x)[:, 0]), float(self.kernel.block(x, x)[0, 0])
+
+    def accept(self, j: int, m: int) -> bool:
+        block = self._statistics(j)
+        appended = False
+        if self.path is not None:
+            slots = np.array(self.path_slots, dtype=np.int64)
+            cross = np.concatenate((block.products[:1, 0], block.products[self.columns.n_fixed + slots, 0]))
+            kdiag = float(self.kernel.diag(block.points[:1])[0])
+            appended = self.columns.loo_append(self.path, block, 0, j, cross, slots, kdiag)
+            if not appended and self.loo_refuses:
+                return False
+        slot = self.columns.store(block, 0)
+        if appended:
+            self.path_slots.append(slot)
+        return True
 
 
 def select_bases(
@@ -412,21 +592,26 @@ def select_bases(
     log=None,
     path=None,
     progress=None,
+    source=None,
 ) -> _Selection:
     """Greedy MPKFDA selection (Algorithm 1) on a deflated-kernel engine.
 
     With a leave-one-out ``path`` (``kfdnumba._loo.LooPath``) every accepted
     basis's kernel column is appended to it, and the selection stops when the
-    path says so (``path.done``).
+    path says so (``path.done``). ``source``: where the kernel rows of the
+    picks come from (None: X in memory, :class:`_MemoryBases`; a fit on dask
+    passes a :class:`_DaskBases`, and X is not used).
     """
-    n = X.shape[0]
+    if source is None:
+        source = _MemoryBases(kernel, X, min(n_bases, X.shape[0]), path)
+    n = source.n
     k = min(n_bases, n)
-    available = np.ones(n, dtype=bool)
-    order_rank = np.empty(n, dtype=np.int64)
-    if criterion == "random":
-        order_rank[rng.permutation(n)] = np.arange(n)
+    pool = _CandidatePool(n)
+    order_rank = None
+    if criterion == "random":  # the rank of each point in one random permutation
+        order_rank = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
+        order_rank[rng.permutation(n)] = np.arange(n, dtype=order_rank.dtype)
     L = np.zeros((k, k))
-    C = np.zeros((k, n))
     bases: list[int] = []
     ortho = deflation.startswith("ortho_")
     Q = None  # orthonormal earlier deflation vectors as rows (ortho_*)
@@ -436,40 +621,51 @@ def select_bases(
     n_rounds = 0
     floor = None
     static_scores = None
-    while len(bases) < k and available.any() and not (path is not None and path.done):
+    while len(bases) < k and pool.size and not (path is not None and path.done):
         n_rounds += 1
-        mask = available
-        if n_candidates is not None and n_candidates < int(available.sum()):
-            mask = np.zeros(n, dtype=bool)
-            mask[rng.choice(np.flatnonzero(available), n_candidates, replace=False)] = True
+        draw_state = rng.bit_generator.state if source.distributed else None
+        cand = pool.draw(rng, n_candidates)
+        first = None
         if criterion == "random":
-            score = _criterion_scores(criterion, None, None, None, order_rank)
-        elif deflation == "none" and static_scores is not None:
-            score = static_scores.copy()
+            score = -order_rank[cand].astype(np.float64)  # earliest in the permutation first
+            first = int(cand[np.argmax(score)])
+        points = source.begin_round(cand, first)
+        if points is None:  # dask: the PRESS of the last basis, which came with this round, stopped the path
+            rng.bit_generator.state = draw_state  # as in memory, where the round is never drawn
+            n_rounds -= 1
+            break
+        if criterion == "random":
+            pass
+        elif source.distributed:
+            score = _criterion_scores(criterion, *engine.candidate_scores(cand, points), None)
         else:
-            scored = available if deflation == "none" else mask  # without deflation the scores never change
-            between, within = engine.scores(np.ascontiguousarray(scored, dtype=np.uint8))
-            if floor is None and within is not None:
-                floor = 1e-12 * max(float(within.max()), 1e-300)
-            score = _criterion_scores(criterion, between, within, floor, order_rank)
-            if deflation == "none":
-                static_scores = score.copy()
-        score[~mask] = -np.inf
+            if deflation == "none" and static_scores is not None:
+                full = static_scores
+            else:
+                scored = pool.mask() if deflation == "none" else pool.mask(cand)  # scores never change without it
+                between, within = engine.scores(np.ascontiguousarray(scored, dtype=np.uint8))
+                if floor is None and within is not None:
+                    floor = 1e-12 * max(float(within.max()), 1e-300)
+                full = _criterion_scores(criterion, between, within, floor)
+                if deflation == "none":
+                    static_scores = full
+            score = full[cand]
         picks: list[int] = []
         want = min(stage, k - len(bases))
         while len(picks) < want:
-            j = int(np.argmax(score))
-            if not np.isfinite(score[j]):
+            at = int(np.argmax(score))
+            if not np.isfinite(score[at]):
                 break
-            score[j] = -np.inf
-            available[j] = False
-            row = kernel.block(X[j : j + 1], X)[0]  # original kernel row k(x_j, X)
+            score[at] = -np.inf
+            j = int(cand[at])
+            pool.remove(j)
             m = len(bases)
-            rho = cholesky_append(L, m, np.ascontiguousarray(C[:m, j]), row[j], DEPENDENCE_TOL * max(row[j], 1e-300))
-            if not rho > DEPENDENCE_TOL * max(row[j], 1e-300) or (path is not None and not path.append(row, j)):
+            cross, kjj = source.kernel_entries(j, m)
+            tol = DEPENDENCE_TOL * max(kjj, 1e-300)
+            rho = cholesky_append(L, m, cross, kjj, tol)
+            if not rho > tol or not source.accept(j, m):
                 n_rejected += 1  # dependent on the chosen ones (row m of L is overwritten by the next)
                 continue
-            C[m] = row
             bases.append(j)
             picks.append(j)
         if deflation == "none" or criterion == "random" or not picks:
@@ -500,7 +696,8 @@ def select_bases(
         if log is not None and (len(bases) % 10 == 0 or len(bases) == k):
             log(f"round {n_rounds}: {len(bases)} bases")
     m = len(bases)
-    return _Selection(np.asarray(bases, dtype=np.intp), L[:m, :m].copy(), C[:m], n_rejected, n_rounds, vectors)
+    C = source.C[:m] if not source.distributed else None
+    return _Selection(np.asarray(bases, dtype=np.intp), L[:m, :m].copy(), C, n_rejected, n_rounds, vectors)
 
 
 def fisher_on_nystroem(L: np.ndarray, C: np.ndarray, y: np.ndarray, mu: float):
@@ -530,7 +727,7 @@ def fisher_on_nystroem(L: np.ndarray, C: np.ndarray, y: np.ndarray, mu: float):
 # ---------------------------------------------------------------------- estimator
 @register("MatchingPursuitKFD")
 @dataclass(kw_only=True, eq=False)
-class MatchingPursuitKFD(KernelClassifier):
+class MatchingPursuitKFD(SparseKernelClassifier):
     """Matching-pursuit KFD (MPKFDA): greedy bases, deflation, FDA on Nyström features.
 
     Parameters
@@ -580,7 +777,21 @@ class MatchingPursuitKFD(KernelClassifier):
     n_landmarks : int or None, default None
         m of the implicit representation (None: min(ℓ, max(500, 4k))).
     max_memory_gb : float, default 4.0
-        Budget of the dense ℓ × ℓ matrix (and of Φ on the implicit path).
+        Budget of the dense ℓ × ℓ matrix (and of Φ on the implicit path). On
+        a dask array: what each worker's share of the accepted kernel columns
+        may take (beyond it they are recomputed each round). Dask arrays are
+        fitted with κ candidates on the implicit deflated kernel (the defaults
+        above 2000 points); refused there: the dense deflated kernel, every
+        point as a candidate, ``criterion`` "optimal"/"reverse",
+        ``threshold="bayes"`` and the fit without the leave-one-out path
+        (``kfdnumba._dask``).
+    selection_rows : int, None or "auto", default "auto"
+        Above this many training points (auto: 5000) the bases and their
+        number are chosen on a stratified random subset of that many rows, and
+        the leave-one-out ridge model on them (μ, cut, probabilities) is then
+        fitted on every row: :class:`kfdnumba._base.SparseKernelClassifier`.
+        None: every row (the paper's algorithm, with the implicit deflated
+        kernel above 2000 points). Not used on dask arrays.
     kernel, sigma, n_jobs, verbose, random_state
         See :class:`kfdnumba._base.KernelClassifier`. random_state drives the
         ``random`` criterion, the candidate subsets and the landmarks.
@@ -634,6 +845,12 @@ class MatchingPursuitKFD(KernelClassifier):
     }
     demo_params: ClassVar[dict] = {"sigma": 0.5}  # size, mu and cut: the data-driven defaults
 
+    _index_info: ClassVar[tuple] = ("bases",)
+
+    def _refit_spec(self):
+        uses_loo = self.n_bases == "auto" or self.mu == "auto" or self.threshold == "auto" or self.criterion == "auto"
+        return ("kernel", self.mu, self.threshold) if uses_loo else None
+
     def _basis_cap(self, n: int) -> int:
         """Most bases chosen: ``n_bases``, or ``max_bases`` when the size is chosen by leave-one-out."""
         return min(self.max_bases if self.n_bases == "auto" else self.n_bases, n)
@@ -651,6 +868,16 @@ class MatchingPursuitKFD(KernelClassifier):
             return "implicit"  # O(ℓm) per basis, with the candidate subset
         return "dense" if 8.0 * n * n <= self.max_memory_gb * 2**30 else "implicit"
 
+    def _n_landmarks(self, n: int) -> int:
+        k = self._basis_cap(n)
+        return min(self.n_landmarks if self.n_landmarks is not None else max(DEFAULT_MIN_LANDMARKS, 4 * k), n)
+
+    def _landmarks(self, n: int, rng) -> np.ndarray:
+        """Draw the implicit representation's landmarks (sorted training indices)."""
+        m = self._n_landmarks(n)
+        self._log(f"implicit deflated kernel on {m} landmarks")
+        return np.sort(rng.choice(n, m, replace=False)) if m < n else np.arange(n)
+
     def _make_engine(self, X, y, rng, criterion, K=None):
         n = X.shape[0]
         positive = (y > 0).astype(np.uint8)
@@ -664,12 +891,9 @@ class MatchingPursuitKFD(KernelClassifier):
             self._log(f"dense deflated kernel {n} x {n}")
             K = self.kernel_.block(X, X) if K is None else K
             return _DenseDeflatedKernel(K, d, positive, needs_within, self.stage)
-        k = self._basis_cap(n)
-        m = self.n_landmarks if self.n_landmarks is not None else max(DEFAULT_MIN_LANDMARKS, 4 * k)
-        m = min(m, n)
+        m = self._n_landmarks(n)
         check_memory(8.0 * n * m * (2 + needs_within), self.max_memory_gb, f"MatchingPursuitKFD's features ({n} x {m})")
-        self._log(f"implicit deflated kernel on {m} landmarks")
-        landmarks = np.sort(rng.choice(n, m, replace=False)) if m < n else np.arange(n)
+        landmarks = self._landmarks(n, rng)
         C = self.kernel_.block(X, X[landmarks])
         Phi = nystroem_features(C, C[landmarks])
         return _ImplicitDeflatedKernel(Phi, d, positive, needs_within)
@@ -713,7 +937,12 @@ class MatchingPursuitKFD(KernelClassifier):
         return fits[pick]
 
     def _fit_criterion(self, X, y, rng, criterion, K=None):
-        """Return the model of one selection criterion (``criterion="auto"``: always with its leave-one-out path)."""
+        """Return the model of one selection criterion (``criterion="auto"``: always with its leave-one-out path).
+
+        On dask, X is the ``kfdnumba._dask.DaskTrainingSet`` and y the index of the positive class.
+        """
+        if getattr(X, "distributed", False):
+            return self._fit_criterion_dask(X, y, rng, criterion)
         n = X.shape[0]
         engine = self._make_engine(X, y, rng, criterion, K)
         path = None
@@ -749,14 +978,7 @@ class MatchingPursuitKFD(KernelClassifier):
                     path.append(row, int(j))
             choice = path.choice(final=self.n_bases != "auto")
             chosen = sel.bases[: choice.size]
-            self._log(f"leave-one-out ({criterion}): {choice.size} of {len(sel.bases)} bases, mu = {choice.lam:.3g}")
-            info = {
-                "bases": chosen,
-                "n_bases": int(choice.size),
-                "n_rejected": sel.n_rejected,
-                "n_rounds": sel.n_rounds,
-                "criterion": criterion,
-            }
+            info = self._loo_info(sel, chosen, criterion, choice.lam)
             expansion = loo_expansion(choice, chosen, y > 0, self.threshold, info)
             expansion.info["alpha"] = expansion.coef
             return expansion
@@ -777,3 +999,110 @@ class MatchingPursuitKFD(KernelClassifier):
                 "criterion": criterion,
             },
         )
+
+    def _loo_info(self, sel, chosen, criterion, lam) -> dict:
+        self._log(f"leave-one-out ({criterion}): {len(chosen)} of {len(sel.bases)} bases, mu = {lam:.3g}")
+        return {
+            "bases": chosen,
+            "n_bases": int(len(chosen)),
+            "n_rejected": sel.n_rejected,
+            "n_rounds": sel.n_rounds,
+            "criterion": criterion,
+        }
+
+    # ------------------------------------------------------------------ dask
+    def _dask_refusal(self, n: int | None) -> str | None:
+        """Why these options cannot fit on dask (None: they can); n None: the checks that need no ℓ."""
+        if self.criterion in ("optimal", "reverse"):
+            return f"criterion={self.criterion!r} (its within-class scores are not distributed yet)"
+        if self.threshold == "bayes":
+            return "threshold='bayes' (use 'auto' or 'midpoint')"
+        if not (self.n_bases == "auto" or self.mu == "auto" or self.threshold == "auto" or self.criterion == "auto"):
+            return (
+                "the paper's FDA on Nystroem features without the leave-one-out path (a number for n_bases and mu, "
+                "threshold='midpoint' and one criterion): set n_bases, mu or threshold to 'auto'"
+            )
+        if n is None or self.criterion == "random":
+            return None
+        if self._representation(n) == "dense":
+            what = f"the dense deflated kernel ({n} x {n})"
+        elif self._candidates(n) is None:
+            what = "scoring every point each round (n_candidates=None)"
+        else:
+            return None
+        return (
+            f"criterion={self.criterion!r} with these options and {n} points: {what}; pass n_candidates=59 and "
+            "deflated_kernel='implicit' (the defaults above 2000 points) or compute X"
+        )
+
+    def _fit_dask(self, X, y):
+        """Fit on a row-chunked dask array X (labels y as a dask or NumPy array): :mod:`kfdnumba._dask`."""
+        from ._dask import DaskTrainingSet, SupportRows
+
+        self._validate_params()
+        for n in (None, "data"):
+            if n == "data":
+                data = DaskTrainingSet.from_arrays(X, y, self.kernel, self.sigma, self._min_samples_per_class)
+                n = data.n
+            why = self._dask_refusal(n)
+            if why is not None:
+                raise ValueError(f"MatchingPursuitKFD on dask arrays does not support {why}.")
+        self.n_features_in_ = data.n_features
+        self.classes_ = data.classes
+        self.kernel_ = data.kernel
+        rng = self._rng()
+        with thread_policy(self.n_jobs):
+            if data.classes.shape[0] == 2:
+                expansions = [self._fit_binary(data, 1, rng)]
+            else:
+                expansions = []
+                for c in range(data.classes.shape[0]):
+                    self._log(f"one-vs-rest: class {self.classes_[c]!r} ({c + 1}/{data.classes.shape[0]})")
+                    expansions.append(self._fit_binary(data, c, rng))
+            self._store_expansions(SupportRows(data.points), [None] * len(expansions), expansions)
+        return self
+
+    def _fit_criterion_dask(self, data, c: int, rng, criterion: str) -> KernelExpansion:
+        """One selection of class c against the rest on dask, always with its leave-one-out path."""
+        n = data.n
+        cap = self._basis_cap(n)
+        auto_size = self.n_bases == "auto"
+        columns = data.columns(c, max_bases=cap, n_candidates=1, loo_stops=auto_size, max_memory_gb=self.max_memory_gb)
+        try:
+            engine = None
+            if criterion != "random":  # K̃ = Φ A Φᵀ from one pass over the chunks (Φ never stored)
+                landmarks = data.take_rows(self._landmarks(n, rng))
+                T = nystroem_map(self.kernel_.block(landmarks, landmarks))
+                G, sums, scale = data.nystroem_moments(landmarks, T)
+                n_pos = float(data.counts[c])
+                delta = sums[c] / n_pos - (sums.sum(axis=0) - sums[c]) / (n - n_pos)  # Φᵀd = μ₊ - μ₋
+                engine = _ClientDeflatedKernel(G, delta, scale, self.kernel_, landmarks, T)
+            path = columns.new_path(0, path_lambdas(n, self.mu), cap, "kernel", self.patience)
+            source = _DaskBases(columns, path, self.kernel_, loo_refuses=auto_size, reads_points=engine is not None)
+            sel = select_bases(
+                engine,
+                self.kernel_,
+                None,
+                criterion,
+                self.deflation,
+                cap,
+                self.stage,
+                self._candidates(n),
+                rng,
+                log=self._log if self.verbose else None,
+                path=path if auto_size else None,
+                progress=self._progress(cap, "bases"),
+                source=source,
+            )
+            columns.finish()
+            if sel.bases.shape[0] == 0:
+                raise ValueError("MatchingPursuitKFD could not choose any basis (degenerate kernel matrix).")
+            size = path.best[0] if auto_size else path.m
+            chosen = sel.bases[:size]
+            final_lam = path.lambdas[int(np.argmin(path.press[size]))] if not auto_size else path.lambdas[path.best[1]]
+            info = self._loo_info(sel, chosen, criterion, final_lam)
+            expansion = columns.loo_expansion(path, 0, chosen, np.arange(size), not auto_size, self.threshold, info)
+            expansion.info["alpha"] = expansion.coef
+            return expansion
+        finally:
+            columns.close()

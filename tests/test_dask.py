@@ -11,7 +11,7 @@ from conftest import three_class_blobs, two_blobs
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-from kfdnumba import DDA, KFD, SparseGreedyKFD, registered_estimators  # noqa: E402
+from kfdnumba import DDA, KFD, MatchingPursuitKFD, ReformativeKFD, SparseGreedyKFD, registered_estimators  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -160,13 +160,103 @@ def test_dask_fit_equals_the_in_memory_fit_three_classes_sigma_auto(client):
     chunks = (25, 60, 65)
     # a fixed C: at the grid's smallest λ (ℓ·1e-8, which C="auto" picks here) the ridge solve amplifies the
     # round-off of the chunked sums to 3e-8 relative differences of the coefficients
-    eager = SparseGreedyKFD(C=0.1, random_state=2).fit(X, labels)
+    # (on dask each class keeps its own points: the in-memory fit's shared_support=False)
+    eager = SparseGreedyKFD(C=0.1, random_state=2, shared_support=False).fit(X, labels)
     lazy = SparseGreedyKFD(C=0.1, random_state=2).fit(da.from_array(X, chunks=(chunks, 2)), labels)  # y NumPy
     assert lazy.kernel_.sigma == pytest.approx(eager.kernel_.sigma, rel=1e-14)
     np.testing.assert_array_equal(lazy.classes_, eager.classes_)
     _assert_same_fit(eager, lazy)
     np.testing.assert_array_equal(lazy.predict(X), eager.predict(X))
     assert not hasattr(lazy, "loo_output_")  # ℓ-length outputs stay on the workers
+
+
+@pytest.fixture
+def selections(monkeypatch):
+    """Every (criterion, expansion) a MatchingPursuitKFD fit makes, in order ("auto" makes two per class)."""
+    from kfdnumba import matching_pursuit_kfd
+
+    seen = []
+    original = matching_pursuit_kfd.MatchingPursuitKFD._fit_criterion
+
+    def recording(self, X, y, rng, criterion, K=None):
+        expansion = original(self, X, y, rng, criterion, K)
+        seen.append((criterion, expansion))
+        return expansion
+
+    monkeypatch.setattr(matching_pursuit_kfd.MatchingPursuitKFD, "_fit_criterion", recording)
+    return seen
+
+
+def _assert_same_selections(selections, atol=1e-10):
+    """The eager fit's selections (first half) equal the dask fit's: bases, size, mu, coefficients."""
+    half = len(selections) // 2
+    assert half and [c for c, _ in selections[:half]] == [c for c, _ in selections[half:]]
+    for (_, eager), (_, lazy) in zip(selections[:half], selections[half:]):
+        np.testing.assert_array_equal(lazy.support, eager.support)
+        assert lazy.info["loo_size"] == eager.info["loo_size"] and lazy.info["loo_lambda"] == eager.info["loo_lambda"]
+        scale = np.abs(eager.coef).max()
+        np.testing.assert_allclose(lazy.coef, eager.coef, rtol=0, atol=atol * scale)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},  # criterion="auto": the pseudo and the random selection, each priced by its leave-one-out path
+        {
+            "criterion": "reverse_pseudo",
+            "stage": 2,
+            "deflation": "ortho_projection",
+            "n_candidates": 30,
+            "max_bases": 16,
+        },
+        {"criterion": "pseudo", "n_bases": 12, "threshold": "midpoint"},  # fixed size: path fed along
+    ],
+)
+def test_mp_dask_fit_equals_the_in_memory_fit_binary(client, selections, params):
+    X, y = _one_class_first(*two_blobs(300, seed=3))
+    chunks = (40, 120, 35, 105)  # uneven; the first chunk holds one class only
+    kw = {**MP_SMALL, "random_state": 2, **params}
+    eager = MatchingPursuitKFD(**kw).fit(X, y)
+    Xd = da.from_array(X, chunks=(chunks, 2))
+    lazy = MatchingPursuitKFD(**kw).fit(Xd, da.from_array(y, chunks=chunks))
+    if not params:
+        assert [c for c, _ in selections] == ["pseudo", "random"] * 2
+    _assert_same_selections(selections)
+    _assert_same_fit(eager, lazy)
+    assert lazy.criterion_ == eager.criterion_ and lazy.n_rounds_ == eager.n_rounds_
+    np.testing.assert_allclose(lazy.predict_proba(Xd).compute(), eager.predict_proba(X), rtol=1e-8, atol=1e-12)
+    assert not hasattr(lazy, "loo_output_")  # ℓ-length outputs stay on the workers
+
+
+def test_mp_dask_fit_with_the_defaults_equals_the_in_memory_fit(client, selections):
+    """Above 2000 points the defaults are the distributed ones: κ = 59 on the implicit K̃, σ, size, μ and cut auto."""
+    X, y = _one_class_first(*two_blobs(2100, seed=5, shift=3.0), n_first=300)
+    assert MatchingPursuitKFD()._representation(X.shape[0]) == "implicit"
+    chunks = (300, 900, 250, 650)
+    eager = MatchingPursuitKFD(random_state=0).fit(X, y)
+    lazy = MatchingPursuitKFD(random_state=0).fit(da.from_array(X, chunks=(chunks, 2)), y)
+    # σ = "auto" is wide here and μ small (ℓ·1e-8 … 1e-5): the ridge coefficients (up to 5e3) are
+    # ill-conditioned, and the round-off of the chunked sums grows to 1e-3 of them and 2e-6 of the decision
+    # values (the explicit tests above, well conditioned, agree to 1e-10); the bases, sizes and μ are the same
+    _assert_same_selections(selections, atol=1e-2)
+    np.testing.assert_array_equal(lazy.support_, eager.support_)
+    assert lazy.criterion_ == eager.criterion_ and lazy.loo_lambda_ == eager.loo_lambda_
+    decision = eager.decision_function(X)
+    np.testing.assert_allclose(lazy.decision_function(X), decision, rtol=0, atol=1e-5 * np.abs(decision).max())
+    np.testing.assert_array_equal(lazy.predict(X), eager.predict(X))
+
+
+def test_mp_dask_fit_equals_the_in_memory_fit_three_classes(client, selections):
+    X, y = _one_class_first(*three_class_blobs(240, seed=6), n_first=40)
+    labels = np.array(["a", "b", "c"])[y]
+    chunks = (40, 100, 100)
+    kw = {**MP_SMALL, "n_candidates": 20, "patience": 3, "max_bases": 15, "random_state": 2}
+    eager = MatchingPursuitKFD(**kw, shared_support=False).fit(X, labels)  # on dask each class keeps its points
+    lazy = MatchingPursuitKFD(**kw).fit(da.from_array(X, chunks=(chunks, 2)), labels)  # y NumPy
+    assert [c for c, _ in selections] == ["pseudo", "random"] * 6
+    _assert_same_selections(selections)
+    _assert_same_fit(eager, lazy)
+    np.testing.assert_array_equal(lazy.predict(X), eager.predict(X))
 
 
 class KillOnce(distributed.WorkerPlugin):
@@ -189,16 +279,23 @@ class KillOnce(distributed.WorkerPlugin):
                 os._exit(1)
 
 
-def test_worker_killed_mid_fit_is_retried_with_the_same_result(client, tmp_path):
+@pytest.mark.parametrize(
+    "estimator, params",
+    [
+        (SparseGreedyKFD, {"sigma": 1.0}),
+        (MatchingPursuitKFD, {"sigma": 0.7, "n_candidates": 59, "deflated_kernel": "implicit", "patience": 5}),
+    ],
+)
+def test_worker_killed_mid_fit_is_retried_with_the_same_result(client, tmp_path, estimator, params):
     import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     X, y = two_blobs(200, seed=8)
-    eager = SparseGreedyKFD(sigma=1.0, random_state=4).fit(X, y)
+    eager = estimator(random_state=4, **params).fit(X, y)
     marker = tmp_path / "killed"
     client.register_plugin(KillOnce(str(marker)))
     try:
-        lazy = SparseGreedyKFD(sigma=1.0, random_state=4).fit(da.from_array(X, chunks=(50, 2)), y)
+        lazy = estimator(random_state=4, **params).fit(da.from_array(X, chunks=(50, 2)), y)
     finally:
         client.unregister_worker_plugin(KillOnce.name)
     assert marker.exists()  # a worker did die during the fit
@@ -206,9 +303,15 @@ def test_worker_killed_mid_fit_is_retried_with_the_same_result(client, tmp_path)
     client.wait_for_workers(2, timeout=60)
 
 
-def test_bad_dask_input_gives_clear_errors_on_the_client(client):
+#: MatchingPursuitKFD's distributed selection on small data: κ = 59 candidates on the implicit deflated kernel
+#: (the defaults from 2000 points on), σ and patience where the ridge coefficients are well conditioned.
+MP_SMALL = {"sigma": 0.7, "n_candidates": 59, "deflated_kernel": "implicit", "patience": 5}
+
+
+@pytest.mark.parametrize("estimator, params", [(SparseGreedyKFD, {"sigma": 1.0}), (MatchingPursuitKFD, MP_SMALL)])
+def test_bad_dask_input_gives_clear_errors_on_the_client(client, estimator, params):
     X, y = two_blobs(120, seed=9)
-    model = SparseGreedyKFD(sigma=1.0)
+    model = estimator(**params)
     bad = X.copy()
     bad[70, 0] = np.nan
     with pytest.raises(ValueError, match=r"NaN or infinity in chunk 1 \(rows 50 to 100\)"):
@@ -222,10 +325,34 @@ def test_bad_dask_input_gives_clear_errors_on_the_client(client):
         model.fit(da.from_array(X, chunks=(50, 2)), y[:-1])
     with pytest.raises(ValueError, match="only 1 class"):
         model.fit(da.from_array(X, chunks=(50, 2)), np.ones(120))
-    with pytest.raises(ValueError, match="optimized cut"):
-        SparseGreedyKFD(threshold="optimized").fit(da.from_array(X, chunks=(50, 2)), y)
-    with pytest.raises(TypeError, match="cannot fit on a dask array"):
-        KFD().fit(da.from_array(X, chunks=(50, 2)), y)
+    assert not hasattr(model, "support_")
+
+
+@pytest.mark.parametrize(
+    "estimator, params, match",
+    [
+        (SparseGreedyKFD, {"threshold": "optimized"}, "optimized cut"),
+        (MatchingPursuitKFD, {}, r"120 points: the dense deflated kernel"),  # the defaults below 2000 points
+        (MatchingPursuitKFD, {"n_candidates": 59}, "the dense deflated kernel"),
+        (MatchingPursuitKFD, {"deflated_kernel": "implicit", "n_candidates": None}, "every point"),
+        (MatchingPursuitKFD, {**MP_SMALL, "criterion": "optimal"}, "criterion='optimal'"),
+        (MatchingPursuitKFD, {**MP_SMALL, "threshold": "bayes"}, "threshold='bayes'"),
+        (
+            MatchingPursuitKFD,
+            {**MP_SMALL, "n_bases": 5, "mu": 0.1, "threshold": "midpoint", "criterion": "pseudo"},
+            "path",
+        ),
+        (KFD, {}, "cannot fit on a dask array"),
+        (ReformativeKFD, {}, "cannot fit on a dask array"),
+    ],
+)
+def test_dask_fit_refuses_what_it_cannot_distribute(client, estimator, params, match):
+    X, y = two_blobs(120, seed=9)
+    error = TypeError if estimator in (KFD, ReformativeKFD) else ValueError
+    model = estimator(**params)
+    with pytest.raises(error, match=match):
+        model.fit(da.from_array(X, chunks=(50, 2)), y)
+    assert not hasattr(model, "support_")
 
 
 def test_dask_fit_without_a_client_says_how_to_get_one():
@@ -324,3 +451,70 @@ def test_grid_search_under_the_dask_joblib_backend_equals_the_serial_search(clie
     np.testing.assert_array_equal(
         serial.best_estimator_.decision_function(X), on_dask.best_estimator_.decision_function(X)
     )
+
+
+# ----------------------------------------------------- selection on a subset, refit on every chunk
+SUBSET_METHODS = ["SparseGreedyKFD", "MatchingPursuitKFD", "ReformativeKFD", "LqKFD"]
+
+
+def _assert_same_subset_fit(eager, lazy):
+    np.testing.assert_array_equal(lazy.support_, eager.support_)
+    for key in ("bases_", "nodes_"):
+        if hasattr(eager, key):
+            mine, theirs = getattr(lazy, key), getattr(eager, key)
+            mine, theirs = (mine, theirs) if isinstance(theirs, list) else ([mine], [theirs])
+            for a, b in zip(mine, theirs, strict=True):
+                np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(lazy.loo_lambda_, eager.loo_lambda_)
+    np.testing.assert_array_equal(lazy.selection_rows_, eager.selection_rows_)
+    scale = np.abs(eager.dual_coef_).max()
+    np.testing.assert_allclose(lazy.dual_coef_, eager.dual_coef_, rtol=0, atol=1e-9 * scale)
+    np.testing.assert_allclose(lazy.intercept_, eager.intercept_, rtol=0, atol=1e-9 * max(scale, 1.0))
+    np.testing.assert_allclose(lazy.proba_slope_, eager.proba_slope_, rtol=1e-8)
+    np.testing.assert_allclose(lazy.output_means_, eager.output_means_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(lazy.output_vars_, eager.output_vars_, rtol=1e-8)
+    np.testing.assert_array_equal(lazy.class_priors_, eager.class_priors_)
+    np.testing.assert_allclose(np.ravel(lazy.refit_press_), np.ravel(eager.refit_press_), rtol=1e-9)
+
+
+@pytest.mark.parametrize("name", SUBSET_METHODS)
+def test_subset_selection_and_chunk_refit_equals_the_in_memory_fit(client, name):
+    cls = registered_estimators()[name]
+    X, y = _one_class_first(*two_blobs(300, seed=8), n_first=50)
+    chunks = (50, 120, 31, 99)  # uneven; the first chunk holds one class only
+    params = {"sigma": 1.0, "random_state": 4, "selection_rows": 120}
+    eager = cls(**params).fit(X, y)
+    lazy = cls(**params).fit(da.from_array(X, chunks=(chunks, 2)), da.from_array(y, chunks=chunks))
+    _assert_same_subset_fit(eager, lazy)
+    assert not hasattr(lazy, "loo_output_")  # ℓ-length outputs stay on the workers
+    Xd = da.from_array(X, chunks=(chunks, 2))
+    np.testing.assert_allclose(lazy.predict_proba(Xd).compute(), eager.predict_proba(X), rtol=1e-7, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "name, params", [("ReformativeKFD", {"threshold": "bayes"}), ("MatchingPursuitKFD", {"threshold": "midpoint"})]
+)
+def test_chunk_refit_cuts_from_merged_moments(client, name, params):
+    X, y = two_blobs(260, seed=9)
+    y = np.where(np.arange(260) % 4 == 0, 1, -1)  # 1:3 classes
+    X = X + 1.2 * y[:, None] * np.eye(2)[0]
+    cls = registered_estimators()[name]
+    eager = cls(sigma=1.0, random_state=0, selection_rows=100, **params).fit(X, y)
+    lazy = cls(sigma=1.0, random_state=0, selection_rows=100, **params).fit(da.from_array(X, chunks=(70, 2)), y)
+    _assert_same_subset_fit(eager, lazy)
+
+
+@pytest.mark.parametrize("name", ["SparseGreedyKFD", "ReformativeKFD"])
+def test_subset_fit_three_classes_on_the_union(client, name):
+    X, y = _one_class_first(*three_class_blobs(240, seed=6), n_first=40)
+    cls = registered_estimators()[name]
+    eager = cls(sigma=1.0, random_state=2, selection_rows=90).fit(X, y)
+    lazy = cls(sigma=1.0, random_state=2, selection_rows=90).fit(da.from_array(X, chunks=((40, 100, 100), 2)), y)
+    _assert_same_subset_fit(eager, lazy)
+    np.testing.assert_array_equal(lazy.predict(X), eager.predict(X))
+
+
+def test_below_selection_rows_a_method_without_a_distributed_greedy_fit_says_so(client):
+    X, y = two_blobs(120, seed=1)
+    with pytest.raises(TypeError, match="selection_rows"):
+        ReformativeKFD(sigma=1.0).fit(da.from_array(X, chunks=(40, 2)), y)
