@@ -324,20 +324,42 @@ class KernelExpansion:
     output_stats: tuple | None = None
 
 
-def bayes_threshold(output: np.ndarray, positive: np.ndarray) -> float | None:
-    """Where the Gaussian class-conditionals of the training outputs, times the priors, cross.
+def class_moments(values: np.ndarray, positive: np.ndarray) -> np.ndarray:
+    """``[[n₋, mean₋, M2₋], [n₊, mean₊, M2₊]]`` of 1-D values (M2: centred sum of squares; zeros for no rows)."""
+    out = np.zeros((2, 3))
+    for k, side in enumerate((~positive, positive)):
+        part = values[side]
+        if part.shape[0]:
+            mean = part.mean()
+            out[k] = part.shape[0], mean, np.sum((part - mean) ** 2)
+    return out
 
-    Solves ``log p₊ N(f; m₊, v₊) = log p₋ N(f; m₋, v₋)`` (a quadratic in f) for the
-    root between the class means; None when there is none (the caller keeps the midpoint).
+
+def cut_from_moments(kind: str, moments: np.ndarray) -> float | None:
+    """Return the ``"auto"`` (pooled variance) or ``"bayes"`` (separate variances) cut from :func:`class_moments`.
+
+    ``"auto"``: ``t = (m₊ + m₋)/2 - v log(ℓ₊/ℓ₋) / (m₊ - m₋)`` with the pooled variance v
+    (ℓ - 2 degrees of freedom), the Bayes cut of the probability model of
+    :class:`KernelClassifier`. ``"bayes"``: solves ``log p₊ N(f; m₊, v₊) = log p₋ N(f; m₋, v₋)``
+    (a quadratic in f) for the root between the class means. None when the cut does not
+    exist (the caller keeps the midpoint). What :func:`pooled_cut` and
+    :func:`bayes_threshold` compute from the outputs themselves; on dask the moments are
+    merged from the chunks.
     """
-    f_pos, f_neg = output[positive], output[~positive]
-    if f_pos.shape[0] < 2 or f_neg.shape[0] < 2:
+    (n_neg, m_neg, s_neg), (n_pos, m_pos, s_pos) = moments
+    if kind == "auto":
+        if n_pos == 0 or n_neg == 0:
+            return None
+        pooled = (s_pos + s_neg) / max(n_pos + n_neg - 2, 1)
+        if not (m_pos > m_neg and pooled > 0):
+            return None
+        return float(0.5 * (m_pos + m_neg) - pooled * np.log(n_pos / n_neg) / (m_pos - m_neg))
+    if n_pos < 2 or n_neg < 2:
         return None
-    m_pos, m_neg = f_pos.mean(), f_neg.mean()
-    v_pos, v_neg = f_pos.var(ddof=1), f_neg.var(ddof=1)
+    v_pos, v_neg = s_pos / (n_pos - 1), s_neg / (n_neg - 1)
     if not (m_pos > m_neg and v_pos > 0 and v_neg > 0):
         return None
-    log_ratio = np.log(f_pos.shape[0] / f_neg.shape[0]) - 0.5 * np.log(v_pos / v_neg)
+    log_ratio = np.log(n_pos / n_neg) - 0.5 * np.log(v_pos / v_neg)
     a = 0.5 / v_neg - 0.5 / v_pos
     b = m_pos / v_pos - m_neg / v_neg
     c = 0.5 * m_neg**2 / v_neg - 0.5 * m_pos**2 / v_pos + log_ratio
@@ -355,6 +377,15 @@ def bayes_threshold(output: np.ndarray, positive: np.ndarray) -> float | None:
         return None
     middle = 0.5 * (m_pos + m_neg)
     return float(inside[np.argmin(np.abs(inside - middle))])
+
+
+def bayes_threshold(output: np.ndarray, positive: np.ndarray) -> float | None:
+    """Where the Gaussian class-conditionals of the training outputs, times the priors, cross.
+
+    Solves ``log p₊ N(f; m₊, v₊) = log p₋ N(f; m₋, v₋)`` (a quadratic in f) for the
+    root between the class means; None when there is none (the caller keeps the midpoint).
+    """
+    return cut_from_moments("bayes", class_moments(output, positive))
 
 
 def _merge_identical_points(X: np.ndarray, support: np.ndarray, coef: np.ndarray):
@@ -396,13 +427,7 @@ def pooled_cut(output: np.ndarray, positive: np.ndarray) -> float | None:
     probability model of :class:`KernelClassifier`); None when the class means
     are not separated (``m₊ ≤ m₋``) or the variance is zero.
     """
-    n_pos = int(np.count_nonzero(positive))
-    if n_pos == 0 or n_pos == output.shape[0]:
-        return None
-    m_neg, m_pos, pooled = pooled_class_stats(output, positive)
-    if not (m_pos > m_neg and pooled > 0):
-        return None
-    return 0.5 * (m_pos + m_neg) - pooled * np.log(n_pos / (output.shape[0] - n_pos)) / (m_pos - m_neg)
+    return cut_from_moments("auto", class_moments(output, positive))
 
 
 #: The ``threshold`` option of the methods that offer prior-aware cuts beside their paper's midpoint.
@@ -938,13 +963,37 @@ class SparseKernelClassifier(KernelClassifier):
             lambdas=np.asarray(info.get("loo_lambdas", refit.lambdas)),
         )
         out = loo_expansion(choice, support, y > 0, cut, info)
-        self._finish_refit(out, y > 0)
+        f, positive = out.train_output, y > 0
+        self._finish_refit(out, positive, np.array([f[~positive].mean(), f[positive].mean()]))
         return out
 
-    def _finish_refit(self, expansion: KernelExpansion, positive: np.ndarray) -> None:
-        """Bring method-specific ``info`` in line with a refitted expansion (default: ``alpha`` = its coef)."""
+    def _finish_refit(self, expansion: KernelExpansion, positive, train_means: np.ndarray) -> None:
+        """Bring method-specific ``info`` in line with a refitted expansion (default: ``alpha`` = its coef).
+
+        ``train_means``: the class means (-, +) of its training outputs; ``positive`` is None on dask input.
+        """
         if "alpha" in expansion.info:
             expansion.info["alpha"] = expansion.coef
+
+    def _fit(self, X, y):
+        if is_dask_array(X):
+            self._validate_params()
+            n = X.shape[0]
+            size = self._selection_size(int(n)) if n == n else None  # unknown chunk sizes: the checks say so
+            if size is not None:
+                from ._dask_subset import fit_on_subset
+
+                return fit_on_subset(self, X, y, size)
+        return super()._fit(X, y)
+
+    def _fit_dask(self, X, y):
+        """Fit on dask arrays below ``selection_rows`` (SparseGreedyKFD and MatchingPursuitKFD override it)."""
+        raise TypeError(
+            f"{type(self).__name__} cannot fit on a dask array of at most selection_rows rows: it fits dask "
+            f"arrays by selecting its points on a subset of the rows (selection_rows={self.selection_rows!r}, "
+            "with the leave-one-out model). Compute the data first (X.compute()) if it fits in memory. "
+            "Prediction on dask arrays works for every estimator."
+        )
 
 
 def stratified_subset(groups, size: int, rng: np.random.Generator, min_per_group: int = 2) -> np.ndarray:

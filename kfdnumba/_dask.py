@@ -103,9 +103,16 @@ defaults below 2000 points), the within-class criteria "optimal"/"reverse" (thei
 ``||φ_j A C_w||²`` need the per-class scatter of Φ, one more r × r reduction per label: not
 done), ``threshold="bayes"``, and the paper's FDA without the leave-one-out path (a number
 for ``n_bases`` and ``mu`` with ``threshold="midpoint"`` and one criterion). Not used on
-dask: ``selection_rows`` and ``shared_support`` (each class keeps its own points, as the
-in-memory fit with ``shared_support=False``). The classes do not share passes: each draws
-its landmarks after the previous class's selection, as in memory.
+dask by this distributed selection (it runs at most ``selection_rows`` rows, i.e. with
+``selection_rows=None``, see below): ``shared_support`` (each class keeps its own points,
+as the in-memory fit with ``shared_support=False``). The classes do not share passes: each
+draws its landmarks after the previous class's selection, as in memory.
+
+**Above** ``selection_rows`` (the default "auto": 5000 rows; LqKFD 1000) every sparse
+method, ReformativeKFD and LqKFD included, fits a dask array by selecting its points on a
+stratified subset of the rows in memory and refitting the model on every chunk
+(:mod:`kfdnumba._dask_subset`): the distributed greedy selections here run with
+``selection_rows=None`` (or at most that many rows).
 
 **ReformativeKFD** still raises TypeError on dask input. Its state would allow it: the
 sampled path (``reformative_kfd._select_nodes_sampled``) reads per step the κ candidates'
@@ -133,13 +140,21 @@ import dask.array as da
 import numpy as np
 from dask.sizeof import sizeof
 
-from ._base import KernelExpansion, is_dask_array
+from ._base import KernelExpansion, class_moments, cut_from_moments, is_dask_array
 from ._kernels import Kernel
 from ._linalg import back_substitution
 from ._loo import _HAT_MARGIN, _border_factors, _chunk_loo_update, _loo_direction, record_press
 from ._threads import blas_section, thread_policy
 
-__all__ = ["map_row_blocks", "check_row_chunks", "DaskColumns", "ChunkedLooPath", "class_moments", "merge_moments"]
+__all__ = [
+    "map_row_blocks",
+    "check_row_chunks",
+    "DaskColumns",
+    "ChunkedLooPath",
+    "merge_moments",
+    "merge_moment_arrays",
+    "output_stats",
+]
 
 
 # ---------------------------------------------------------------------------- prediction
@@ -204,30 +219,34 @@ def map_row_blocks(model, method: str, X, attributes: tuple, n_columns: int | No
 
 
 # --------------------------------------------------------------------------- chunk kernels
-def class_moments(values: np.ndarray, positive: np.ndarray) -> np.ndarray:
-    """``[[n₋, mean₋, M2₋], [n₊, mean₊, M2₊]]`` of 1-D values (M2: centred sum of squares; zeros for no rows)."""
-    out = np.zeros((2, 3))
-    for k, side in enumerate((~positive, positive)):
-        part = values[side]
-        if part.shape[0]:
-            mean = part.mean()
-            out[k] = part.shape[0], mean, np.sum((part - mean) ** 2)
-    return out
+def merge_moment_arrays(total: np.ndarray, part: np.ndarray) -> np.ndarray:
+    """Chan, Golub & LeVeque's pairwise rule over arrays of :func:`class_moments` triples ``[n, mean, M2]``."""
+    n_a, mean_a, m2_a = total[..., 0], total[..., 1], total[..., 2]
+    n_b, mean_b, m2_b = part[..., 0], part[..., 1], part[..., 2]
+    n = n_a + n_b
+    safe = np.maximum(n, 1.0)
+    delta = mean_b - mean_a
+    return np.stack([n, mean_a + delta * n_b / safe, m2_a + m2_b + delta * delta * n_a * n_b / safe], axis=-1)
 
 
 def merge_moments(parts) -> np.ndarray:
-    """Merge per-chunk :func:`class_moments` (Chan, Golub & LeVeque's pairwise rule)."""
+    """Merge per-chunk :func:`class_moments` in order."""
     total = np.zeros((2, 3))
     for part in parts:
-        for k in range(2):
-            n_a, mean_a, m2_a = total[k]
-            n_b, mean_b, m2_b = part[k]
-            n = n_a + n_b
-            if n_b == 0:
-                continue
-            delta = mean_b - mean_a
-            total[k] = n, mean_a + delta * n_b / n, m2_a + m2_b + delta * delta * n_a * n_b / n
+        total = merge_moment_arrays(total, np.asarray(part))
     return total
+
+
+def output_stats(moments: np.ndarray, n: int, scale: float = 1.0, shift: float = 0.0) -> tuple:
+    """(means, variances, priors, pooled) of ``scale · output - shift`` from its class moments.
+
+    What :meth:`kfdnumba._base.KernelClassifier._store_expansions` computes from the outputs themselves.
+    """
+    counts = moments[:, 0]
+    means = scale * moments[:, 1] - shift
+    m2 = scale * scale * moments[:, 2]
+    variances = np.where(counts > 1, m2 / np.maximum(counts - 1, 1), 0.0)
+    return means, variances, counts / n, float(m2.sum() / max(n - 2, 1))
 
 
 # ------------------------------------------------------------------------- chunk states
@@ -992,12 +1011,7 @@ class DaskColumns:
         return moments[1, 1], moments[0, 1], None
 
     def _output_stats(self, moments: np.ndarray, scale: float = 1.0, shift: float = 0.0) -> tuple:
-        """(means, variances, priors, pooled) of ``scale · output - shift`` from its class moments."""
-        counts = moments[:, 0]
-        means = scale * moments[:, 1] - shift
-        m2 = scale * scale * moments[:, 2]
-        variances = np.where(counts > 1, m2 / np.maximum(counts - 1, 1), 0.0)
-        return means, variances, counts / self.n, float(m2.sum() / max(self.n - 2, 1))
+        return output_stats(moments, self.n, scale, shift)
 
     def paper_expansion(self, c, support, slots, alpha, b, info) -> KernelExpansion:
         """Return the paper's solution (eqs. 8-9, cut 0) with its probability model from per-chunk moments."""
@@ -1026,11 +1040,8 @@ class DaskColumns:
         scale = 2.0 / (m_pos - m_neg)
         threshold = 0.5 * (m_pos + m_neg)
         if cut == "auto":  # kfdnumba._base.pooled_cut on the leave-one-out outputs
-            n_neg, n_pos = loo[:, 0]
-            l_neg, l_pos = loo[:, 1]
-            pooled = loo[:, 2].sum() / max(self.n - 2, 1)
-            if n_pos > 0 and n_neg > 0 and l_pos > l_neg and pooled > 0:
-                threshold = 0.5 * (l_pos + l_neg) - pooled * np.log(n_pos / n_neg) / (l_pos - l_neg)
+            value = cut_from_moments("auto", loo)
+            threshold = threshold if value is None else value
         info = dict(info)
         info.update(
             loo_press=np.asarray(path.press),

@@ -440,9 +440,110 @@ class RowRefit:
     lambdas: np.ndarray
 
 
-def _row_blocks(n: int, m: int):
-    step = max(1, min(n, REFIT_BLOCK_BYTES // (8 * max(m, 1))))
-    return [(lo, min(n, lo + step)) for lo in range(0, n, step)], step
+def row_blocks(n: int, m: int) -> list[tuple[int, int]]:
+    """Row ranges of ``REFIT_BLOCK_BYTES`` blocks of kernel values against m points."""
+    step = max(1, min(max(n, 1), REFIT_BLOCK_BYTES // (8 * max(m, 1))))
+    return [(lo, min(n, lo + step)) for lo in range(0, n, step)]
+
+
+@dataclass
+class RefitSums:
+    """First-pass sums of :func:`refit_on_rows` over some rows (chunks add up by :meth:`add`)."""
+
+    gram: np.ndarray  # Σ DᵀD, D = K(rows, points) - shift
+    col_sum: np.ndarray  # Σ D
+    cross: np.ndarray  # Yᵀ D (targets × m)
+    y_sum: np.ndarray  # Σ y per target
+    n: int
+
+    def add(self, other: RefitSums) -> RefitSums:
+        return RefitSums(
+            self.gram + other.gram,
+            self.col_sum + other.col_sum,
+            self.cross + other.cross,
+            self.y_sum + other.y_sum,
+            self.n + other.n,
+        )
+
+
+def refit_shift(kernel, points: np.ndarray) -> np.ndarray:
+    """Return the first pass's shift: the kernel columns' mean over the points themselves (the sums barely cancel)."""
+    return kernel.block(points, points).mean(axis=0)
+
+
+def refit_sums(kernel, X: np.ndarray, Y: np.ndarray, points: np.ndarray, shift: np.ndarray) -> RefitSums:
+    """First pass of :func:`refit_on_rows` over the rows of X (targets Y: models × rows), block by block."""
+    m = points.shape[0]
+    gram, col_sum, cross = np.zeros((m, m)), np.zeros(m), np.zeros((Y.shape[0], m))
+    blocks = row_blocks(X.shape[0], m)
+    buffer = np.empty((blocks[0][1] - blocks[0][0] if blocks else 0, m))
+    for lo, hi in blocks:
+        D = kernel.block(X[lo:hi], points, out=buffer[: hi - lo])
+        D -= shift
+        with blas_section(2.0 * (hi - lo) * m * m):
+            gram += D.T @ D
+        col_sum += D.sum(axis=0)
+        cross += Y[:, lo:hi] @ D
+    return RefitSums(gram, col_sum, cross, Y.sum(axis=1), X.shape[0])
+
+
+@dataclass
+class RefitSolution:
+    """Every λ's and target's ridge solution on the points, from the first pass (:func:`solve_refit`)."""
+
+    V: np.ndarray  # generalised eigenvectors, VᵀPV = I
+    inv: np.ndarray  # 1 / (s + λ), m × g
+    T: np.ndarray  # VᵀK_cᵀy per target, c × m
+    weights: np.ndarray  # m × (c·g): target t at λ_a in column t·g + a
+    means: np.ndarray  # column means of K over the rows
+    y_mean: np.ndarray  # per target
+    lambdas: np.ndarray
+    n: int
+
+    def block_fits(self, kernel, X_block: np.ndarray, points: np.ndarray, out=None):
+        """Hat diagonals (rows × g) and fits (rows × c × g) of every λ and target on a block of rows."""
+        D = kernel.block(X_block, points, out=out)
+        D -= self.means
+        rows, g, c = D.shape[0], self.inv.shape[1], self.T.shape[0]
+        with blas_section(2.0 * rows * D.shape[1] * (D.shape[1] + g + c * g)):
+            U = D @ self.V
+            H = (U * U) @ self.inv
+            fits = (U @ self.weights).reshape(rows, c, g)
+        H += 1.0 / self.n
+        fits += self.y_mean[None, :, None]
+        return H, fits
+
+    def coefficients(self, best: np.ndarray):
+        """α (m × c) and b (c,) of each target at its λ index ``best[t]``."""
+        chosen = self.T.T * self.inv[:, best]
+        coefs = self.V @ chosen
+        return coefs, self.y_mean - self.means @ coefs
+
+
+def solve_refit(kernel, sums: RefitSums, points: np.ndarray, shift: np.ndarray, penalty: str, lambdas) -> RefitSolution:
+    """Solve the m × m generalised eigenproblem of :func:`refit_on_rows` from the first pass's sums."""
+    lambdas = np.asarray(lambdas, dtype=np.float64)
+    n, m = sums.n, points.shape[0]
+    d_mean = sums.col_sum / n  # column means of K, less the shift
+    y_mean = sums.y_sum / n
+    G = sums.gram - n * np.outer(d_mean, d_mean)
+    cross = sums.cross - n * y_mean[:, None] * d_mean[None, :]  # K_cᵀy per target
+    P = np.eye(m) if penalty == "l2" else kernel.block(points, points)
+    jitter = 0.0
+    while True:  # K_II of nearly identical points may be numerically singular: a little ridge then
+        try:
+            s, V = scipy.linalg.eigh(G, P + jitter * np.eye(m), check_finite=False)
+            break
+        except (np.linalg.LinAlgError, ValueError):
+            jitter = max(10.0 * jitter, 1e-12 * max(float(np.trace(P)) / m, 1e-300))
+            if jitter > 1e-3 * float(np.trace(P)) / m:
+                raise ValueError("the penalty matrix of the selected points is singular (identical points?)") from None
+    s = np.maximum(s, 0.0)
+    T = cross @ V
+    inv = 1.0 / (s[:, None] + lambdas[None, :])
+    c, g = T.shape[0], lambdas.shape[0]
+    weights = (T.T[:, :, None] * inv[:, None, :]).reshape(m, c * g)
+    return RefitSolution(V, inv, T, weights, shift + d_mean, y_mean, lambdas, n)
 
 
 def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, penalty: str, lambdas) -> list[RowRefit]:
@@ -457,92 +558,55 @@ def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, pen
     diagonals of every λ and the fits, O(ℓ (g + c g)) while they take at most
     ``REFIT_STORE_BYTES``, else O(ℓ (g + c)) and a third pass):
 
-    1. ``G = K_cᵀK_c`` and ``K_cᵀY`` for the column-centred kernel columns
-       ``K_c = K - 1μᵀ`` (the intercept projected out; accumulated shifted by
-       the first block's means, so the centring does not cancel);
-    2. the generalised eigenproblem ``G V = P V diag(s)``, ``VᵀPV = I`` (m × m,
-       shared by the targets), gives every λ's solution
+    1. (:func:`refit_sums`) ``G = K_cᵀK_c`` and ``K_cᵀY`` for the
+       column-centred kernel columns ``K_c = K - 1μᵀ`` (the intercept projected
+       out; accumulated shifted by the columns' mean over the points
+       themselves, so the centring does not cancel);
+    2. (:func:`solve_refit`) the generalised eigenproblem ``G V = P V diag(s)``,
+       ``VᵀPV = I`` (m × m, shared by the targets), gives every λ's solution
        ``α = V (VᵀK_cᵀy / (s + λ))`` and hat diagonal
-       ``h_ii = 1/ℓ + Σ_k (K_c V)_ik² / (s_k + λ)``; the second pass computes
-       ``K_c V`` block by block and from it ``h_ii`` and the fits (GEMMs with g
-       and c·g columns) and each target's PRESS per λ.
+       ``h_ii = 1/ℓ + Σ_k (K_c V)_ik² / (s_k + λ)``; the second pass
+       (:meth:`RefitSolution.block_fits`) computes ``K_c V`` block by block and
+       from it ``h_ii`` and the fits (GEMMs with g and c·g columns), and each
+       target's PRESS per λ.
 
     O(ℓ m (m + c g)) flops and 2 ℓ m kernel values: the cost of a Nyström
     feature map with m landmarks plus a ridge solve. Used when the points were
     selected on a subset of the rows (``selection_rows``), and to fit every
-    one-vs-rest model on the union of the points the classes selected.
+    one-vs-rest model on the union of the points the classes selected; on dask
+    arrays the same passes run chunk by chunk (:mod:`kfdnumba._dask_subset`).
     """
     X = np.asarray(X, dtype=np.float64)
     Y2 = np.atleast_2d(np.asarray(Y, dtype=np.float64))
-    lambdas = np.asarray(lambdas, dtype=np.float64)
-    n, points = X.shape[0], X[np.asarray(support, dtype=np.intp)]
-    m, g, c = points.shape[0], lambdas.shape[0], Y2.shape[0]
-    blocks, step = _row_blocks(n, m)
-    buffer = np.empty((step, m))
-    G, col_sum, cross = np.zeros((m, m)), np.zeros(m), np.zeros((c, m))
-    shift = None
-    for lo, hi in blocks:
-        D = kernel.block(X[lo:hi], points, out=buffer[: hi - lo])
-        if shift is None:
-            shift = D.mean(axis=0)
-        D -= shift
-        with blas_section(2.0 * (hi - lo) * m * m):
-            G += D.T @ D
-        col_sum += D.sum(axis=0)
-        cross += Y2[:, lo:hi] @ D
-    y_mean = Y2.mean(axis=1)
-    d_mean = col_sum / n  # column means of K, less the shift
-    means = shift + d_mean
-    G -= n * np.outer(d_mean, d_mean)
-    cross -= n * y_mean[:, None] * d_mean[None, :]  # K_cᵀy per target
-    P = np.eye(m) if penalty == "l2" else kernel.block(points, points)
-    jitter = 0.0
-    while True:  # K_II of nearly identical points may be numerically singular: a little ridge then
-        try:
-            s, V = scipy.linalg.eigh(G, P + jitter * np.eye(m), check_finite=False)
-            break
-        except (np.linalg.LinAlgError, ValueError):
-            jitter = max(10.0 * jitter, 1e-12 * max(float(np.trace(P)) / m, 1e-300))
-            if jitter > 1e-3 * float(np.trace(P)) / m:
-                raise ValueError("the penalty matrix of the selected points is singular (identical points?)") from None
-    s = np.maximum(s, 0.0)
-    T = cross @ V  # c × m
-    inv = 1.0 / (s[:, None] + lambdas[None, :])  # m × g
-    weights = (T.T[:, :, None] * inv[:, None, :]).reshape(m, c * g)  # column (t, a): target t at λ_a
+    points = X[np.asarray(support, dtype=np.intp)]
+    n, m, c = X.shape[0], points.shape[0], Y2.shape[0]
+    shift = refit_shift(kernel, points)
+    sol = solve_refit(kernel, refit_sums(kernel, X, Y2, points, shift), points, shift, penalty, lambdas)
+    g = sol.lambdas.shape[0]
+    blocks = row_blocks(n, m)
+    buffer = np.empty((blocks[0][1] - blocks[0][0], m))
     store = 8.0 * n * c * g <= REFIT_STORE_BYTES
     H = np.empty((n, g))
     F = np.empty((n, c, g)) if store else None
     press = np.zeros((c, g))
-
-    def centred_block(lo, hi):
-        D = kernel.block(X[lo:hi], points, out=buffer[: hi - lo])
-        D -= means
-        return D
-
     for lo, hi in blocks:
-        D = centred_block(lo, hi)
-        with blas_section(2.0 * (hi - lo) * m * (m + g + c * g)):
-            U = D @ V
-            H[lo:hi] = (U * U) @ inv
-            fits = (U @ weights).reshape(hi - lo, c, g)
-        H[lo:hi] += 1.0 / n
-        fits += y_mean[None, :, None]
+        H[lo:hi], fits = sol.block_fits(kernel, X[lo:hi], points, out=buffer[: hi - lo])
         resid = (Y2[:, lo:hi].T[:, :, None] - fits) / np.maximum(1.0 - H[lo:hi, None, :], _HAT_MARGIN)
         press += np.einsum("itg,itg->tg", resid, resid)
         if store:
             F[lo:hi] = fits
     press /= n
     best = np.argmin(press, axis=1)
-    chosen = T.T * inv[:, best]  # m × c: each target's coordinates at its λ
+    coefs, intercepts = sol.coefficients(best)
     if store:
         out = F[:, np.arange(c), best]  # ℓ × c
-    else:
+    else:  # a third pass for the chosen λ of each target
         out = np.empty((n, c))
         for lo, hi in blocks:
-            with blas_section(2.0 * (hi - lo) * m * (m + c)):
-                out[lo:hi] = centred_block(lo, hi) @ V @ chosen
-        out += y_mean[None, :]
-    coefs = V @ chosen
+            D = kernel.block(X[lo:hi], points, out=buffer[: hi - lo])
+            with blas_section(2.0 * (hi - lo) * m * c):
+                out[lo:hi] = D @ coefs
+        out += intercepts[None, :]
     refits = []
     for t in range(c):
         a = int(best[t])
@@ -550,12 +614,12 @@ def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, pen
         refits.append(
             RowRefit(
                 coef=coefs[:, t].copy(),
-                intercept=float(y_mean[t] - means @ coefs[:, t]),
-                lam=float(lambdas[a]),
+                intercept=float(intercepts[t]),
+                lam=float(sol.lambdas[a]),
                 train_output=np.ascontiguousarray(out[:, t]),
                 loo_output=Y2[t] - (Y2[t] - out[:, t]) / hat,
                 press=press[t].copy(),
-                lambdas=lambdas.copy(),
+                lambdas=sol.lambdas.copy(),
             )
         )
     return refits

@@ -742,7 +742,7 @@ class LqKFD(SparseKernelClassifier):
     def _refit_spec(self):
         return ("l2", "auto", self.threshold) if self.rho == "auto" else None
 
-    def _finish_refit(self, expansion, positive):
+    def _finish_refit(self, expansion, positive, train_means):
         order = np.argsort(expansion.support)  # alpha_ follows support_ (increasing indices)
         expansion.info.update(alpha=expansion.coef[order], bias=expansion.intercept, threshold=expansion.threshold)
 

@@ -543,9 +543,8 @@ class ReformativeKFD(SparseKernelClassifier):
     def _refit_spec(self):
         return ("l2", self.mu, self.threshold) if self._uses_loo() else None
 
-    def _finish_refit(self, expansion, positive):
-        f = expansion.train_output
-        expansion.info.update(alpha=expansion.coef, class_centres=np.array([f[~positive].mean(), f[positive].mean()]))
+    def _finish_refit(self, expansion, positive, train_means):
+        expansion.info.update(alpha=expansion.coef, class_centres=train_means)
 
     def _loo_expansion(self, path, nodes, positive, j_history, X):
         """Return the model of the best leave-one-out prefix and regulariser (``kfdnumba._loo``)."""

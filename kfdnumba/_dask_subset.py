@@ -1,0 +1,237 @@
+"""Sparse fits on dask arrays by ``selection_rows``: select on a subset of the rows, refit on every chunk.
+
+Imported only when a dask array reaches a :class:`kfdnumba._base.SparseKernelClassifier`
+whose ``selection_rows`` applies (more training points than it, and the
+leave-one-out model). The same fit as in memory
+(:meth:`kfdnumba._base.SparseKernelClassifier._fit_expansions`):
+
+1. **The subset.** The client draws, for each class k, the ranks of the rows
+   it takes among the class's rows in row order (``rng.choice(ℓ_k, take_k)``:
+   exactly the draws of :func:`kfdnumba._base.stratified_subset`), one task
+   per chunk turns the ranks falling in its rows into row indices, and the
+   client gathers those rows and their labels.
+2. **The selection** runs in memory on the subset (the method's own fit, on
+   the client, on at most ``selection_rows`` rows): SparseGreedyKFD,
+   MatchingPursuitKFD, ReformativeKFD and LqKFD alike.
+3. **The refit on every row** (:func:`kfdnumba._loo.refit_on_rows`, chunk by
+   chunk): a first pass returns each chunk's ``K_cᵀK_c``, ``K_cᵀy`` sums
+   (:func:`kfdnumba._loo.refit_sums`: m × m and classes × m numbers), the
+   client solves the m × m eigenproblem (:func:`kfdnumba._loo.solve_refit`),
+   and a second pass returns each chunk's PRESS sums per class and λ and the
+   class moments (count, mean, centred sum of squares) of its training and
+   leave-one-out outputs per class and λ; the client merges them (Chan's rule)
+   into the λ, the scale, the cut (:func:`kfdnumba._base.cut_from_moments`)
+   and the probability model. The ℓ-length outputs stay on the workers.
+
+What the client holds: the class counts per chunk, the subset (its rows and
+labels, and the selection's state: an in-memory fit on ``selection_rows``
+points), and m × m and classes × λ × m numbers; nothing of length ℓ. A
+worker holds its chunk and, per row block (``kfdnumba._loo.REFIT_BLOCK_BYTES``),
+the block's kernel values against the m points and its fits (classes × λ per
+row). Two passes of ℓ × m kernel values and O(ℓ m (m + classes · λ)) flops,
+all on the workers: the cost of a Nyström feature map plus a ridge solve,
+spread over the cluster. The first pass's sums are added in chunk order, so
+the model equals the in-memory one up to the order of those sums.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._base import KernelClassifier, KernelExpansion, class_moments, cut_from_moments
+from ._dask import DaskTrainingSet, SupportRows, merge_moment_arrays, output_stats
+from ._loo import _HAT_MARGIN, RefitSums, path_lambdas, refit_shift, refit_sums, row_blocks, solve_refit
+from ._threads import thread_policy
+
+__all__ = ["fit_on_subset"]
+
+
+# ----------------------------------------------------------------------------- chunk tasks
+def _targets(y, classes, n_models: int) -> np.ndarray:
+    """±1 targets of a chunk's labels, one row per model (binary: classes[1] against classes[0])."""
+    code = np.searchsorted(classes, np.asarray(y).ravel())
+    if n_models == 1:
+        return np.where(code == 1, 1.0, -1.0)[None, :]
+    return np.where(code[None, :] == np.arange(n_models)[:, None], 1.0, -1.0)
+
+
+def _chunk_class_counts(y, classes) -> np.ndarray:
+    return np.bincount(np.searchsorted(classes, np.asarray(y).ravel()), minlength=classes.shape[0])
+
+
+def _chunk_rows_of_ranks(y, classes, ranks) -> tuple[np.ndarray, np.ndarray]:
+    """Local indices and labels of the chunk's rows of class k at the given ranks among its rows of class k."""
+    labels = np.asarray(y).ravel()
+    code = np.searchsorted(classes, labels)
+    rows = [np.flatnonzero(code == k)[r] for k, r in enumerate(ranks) if r.shape[0]]
+    rows = np.sort(np.concatenate(rows)) if rows else np.zeros(0, dtype=np.int64)
+    return rows, labels[rows]
+
+
+def _chunk_sums(x, y, classes, n_models, kernel, points, shift) -> RefitSums:
+    with thread_policy(None):
+        return refit_sums(kernel, np.asarray(x, dtype=np.float64), _targets(y, classes, n_models), points, shift)
+
+
+def _moments_by_target(values: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Class moments of ``values`` (rows × targets × λ) per target and λ: (targets, λ, 2, 3)."""
+    _, c, g = values.shape
+    out = np.zeros((c, g, 2, 3))
+    for t in range(c):
+        positive = Y[t] > 0
+        for a in range(g):
+            out[t, a] = class_moments(values[:, t, a], positive)
+    return out
+
+
+def _chunk_outputs(x, y, classes, n_models, kernel, points, solution):
+    """Second pass of a chunk: PRESS sums (targets × λ) and the class moments of the fits and LOO outputs."""
+    x = np.asarray(x, dtype=np.float64)
+    Y = _targets(y, classes, n_models)
+    g = solution.lambdas.shape[0]
+    press = np.zeros((n_models, g))
+    train = np.zeros((n_models, g, 2, 3))
+    loo = np.zeros((n_models, g, 2, 3))
+    with thread_policy(None):
+        for lo, hi in row_blocks(x.shape[0], points.shape[0]):
+            H, fits = solution.block_fits(kernel, x[lo:hi], points)
+            target = Y[:, lo:hi].T[:, :, None]
+            resid = (target - fits) / np.maximum(1.0 - H[:, None, :], _HAT_MARGIN)
+            press += np.einsum("itg,itg->tg", resid, resid)
+            train = merge_moment_arrays(train, _moments_by_target(fits, Y[:, lo:hi]))
+            loo = merge_moment_arrays(loo, _moments_by_target(target - resid, Y[:, lo:hi]))
+    return press, train, loo
+
+
+# ----------------------------------------------------------------------------- the fit
+def _subset(data: DaskTrainingSet, size: int, rng, min_per_class: int):
+    """Return the rows (sorted training indices) and labels :func:`kfdnumba._base.stratified_subset` draws."""
+    client = data.client
+    counts = np.array(client.gather([client.submit(_chunk_class_counts, yf, data.classes) for yf in data.y_parts]))
+    total = counts.sum(axis=0)
+    n = int(total.sum())
+    starts = np.vstack([np.zeros((1, total.shape[0]), dtype=np.int64), np.cumsum(counts, axis=0)])  # chunk × class
+    ranks = []
+    for k in range(total.shape[0]):
+        take = min(int(total[k]), max(min_per_class, int(round(size * total[k] / n))))
+        ranks.append(np.sort(rng.choice(int(total[k]), size=take, replace=False)))
+    tasks = []
+    for j, yf in enumerate(data.y_parts):
+        local = [r[(r >= starts[j, k]) & (r < starts[j + 1, k])] - starts[j, k] for k, r in enumerate(ranks)]
+        tasks.append(client.submit(_chunk_rows_of_ranks, yf, data.classes, local, pure=False))
+    parts = client.gather(tasks)
+    rows = np.concatenate([data.offsets[j] + p[0] for j, p in enumerate(parts)]).astype(np.intp)
+    labels = np.concatenate([p[1] for p in parts])
+    return rows, labels
+
+
+def _refit_on_chunks(data: DaskTrainingSet, points, n_models, penalty, regulariser):
+    """Run the two passes of :func:`kfdnumba._loo.refit_on_rows` over the chunks: (solution, PRESS, moments)."""
+    client, kernel = data.client, data.kernel
+    shift = refit_shift(kernel, points)
+    points_f = client.scatter(points, broadcast=True)
+    parts = client.gather(
+        [
+            client.submit(_chunk_sums, xf, yf, data.classes, n_models, kernel, points_f, shift, pure=False)
+            for xf, yf in zip(data.x_parts, data.y_parts)
+        ]
+    )
+    sums = parts[0]
+    for part in parts[1:]:
+        sums = sums.add(part)
+    solution = solve_refit(kernel, sums, points, shift, penalty, path_lambdas(data.n, regulariser))
+    solution_f = client.scatter(solution, broadcast=True)
+    outputs = client.gather(
+        [
+            client.submit(_chunk_outputs, xf, yf, data.classes, n_models, kernel, points_f, solution_f, pure=False)
+            for xf, yf in zip(data.x_parts, data.y_parts)
+        ]
+    )
+    press = sum(o[0] for o in outputs) / data.n
+    train, loo = outputs[0][1], outputs[0][2]
+    for _, part_train, part_loo in outputs[1:]:
+        train = merge_moment_arrays(train, part_train)
+        loo = merge_moment_arrays(loo, part_loo)
+    return solution, press, train, loo
+
+
+def fit_on_subset(estimator, X, y, size: int):
+    """``estimator.fit(X, y)`` on dask arrays: selection on ``size`` rows, the model refitted on every chunk."""
+    penalty, regulariser, cut = estimator._refit_spec()
+    if callable(cut):
+        raise ValueError(
+            f"{type(estimator).__name__} on dask arrays cannot use a cut that reads every training output "
+            "(threshold='optimized')."
+        )
+    data = DaskTrainingSet.from_arrays(X, y, estimator.kernel, estimator.sigma, estimator._min_samples_per_class)
+    classes = data.classes
+    n_models = 1 if classes.shape[0] == 2 else classes.shape[0]
+    rng = estimator._rng()
+    rows, labels = _subset(data, size, rng, estimator._min_samples_per_class)
+    X_sub = data.take_rows(rows)
+    encoded = np.searchsorted(classes, labels)
+    estimator.n_features_in_ = data.n_features
+    estimator.classes_ = classes
+    estimator.kernel_ = data.kernel
+    with thread_policy(estimator.n_jobs):
+        if n_models == 1:
+            targets = np.where(encoded == 1, 1.0, -1.0)[None, :]
+        else:
+            targets = np.where(encoded[None, :] == np.arange(n_models)[:, None], 1.0, -1.0)
+        estimator._log(f"selection on {rows.shape[0]} of {data.n} rows; the model on them from every chunk")
+        expansions = KernelClassifier._fit_expansions(estimator, X_sub, encoded, targets, rng)
+    local = [np.asarray(e.support, dtype=np.intp) for e in expansions]
+    if estimator.shared_support and n_models > 1:
+        local = [np.unique(np.concatenate(local))] * n_models
+        refits = [_refit_on_chunks(data, X_sub[local[0]], n_models, penalty, regulariser)] * n_models
+    else:
+        refits = [_refit_on_chunks(data, X_sub[sup], n_models, penalty, regulariser) for sup in local]
+    out = [
+        _expansion(estimator, t, e, rows, sup, refit, cut, data.n)
+        for t, (e, sup, refit) in enumerate(zip(expansions, local, refits))
+    ]
+    points = SupportRows({int(rows[i]): X_sub[i] for sup in local for i in sup})
+    estimator._store_expansions(points, [None] * n_models, out)
+    return estimator
+
+
+def _expansion(estimator, t, expansion, rows, support, refit, cut, n) -> KernelExpansion:
+    """Target t's model from the refit's solution and merged moments (``kfdnumba._loo.loo_expansion`` on dask)."""
+    solution, press, train_all, loo_all = refit
+    a = int(np.argmin(press[t]))
+    best = np.zeros(solution.T.shape[0], dtype=np.intp)
+    best[t] = a
+    coefs, intercepts = solution.coefficients(best)
+    train, loo = train_all[t, a], loo_all[t, a]
+    m_neg, m_pos = train[0, 1], train[1, 1]
+    if not m_pos > m_neg:
+        raise ValueError("no separation between the class means of the chosen model (degenerate data or sigma).")
+    scale = 2.0 / (m_pos - m_neg)
+    threshold = 0.5 * (m_pos + m_neg)
+    if cut in ("auto", "bayes"):  # on the leave-one-out outputs ("auto") or the training outputs ("bayes")
+        value = cut_from_moments(cut, loo if cut == "auto" else train)
+        threshold = threshold if value is None else value
+    info = dict(expansion.info)
+    for key in estimator._index_info:
+        if key in info:
+            info[key] = rows[np.asarray(info[key], dtype=np.intp)]
+    info.update(
+        selection_rows=rows.shape[0],
+        refit_press=press[t].copy(),
+        refit_lambdas=solution.lambdas.copy(),
+        loo_press=np.asarray(info.get("loo_press", np.zeros((0, 0)))),
+        loo_lambdas=np.asarray(info.get("loo_lambdas", solution.lambdas)),
+        loo_size=support.shape[0],
+        loo_lambda=float(solution.lambdas[a]),
+    )
+    info.pop("loo_output", None)  # the ℓ-length outputs stay on the workers
+    out = KernelExpansion(
+        support=rows[support],
+        coef=scale * coefs[:, t],
+        intercept=scale * intercepts[t],
+        threshold=scale * threshold,
+        output_stats=output_stats(loo, n, scale, scale * threshold),
+        info=info,
+    )
+    estimator._finish_refit(out, None, scale * np.array([m_neg, m_pos]))
+    return out
