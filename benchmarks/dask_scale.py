@@ -1,8 +1,16 @@
-"""SparseGreedyKFD or MatchingPursuitKFD on a row-chunked dask array: ℓ up to 10⁷ Banana-like points, 2 workers.
+"""Sparse KFDs on a row-chunked dask array: ℓ up to 10⁷ Banana-like points, 2 workers.
 
-    python benchmarks/dask_scale.py --sizes 1000000 --chunk 250000 --budgets 4 0
-    python benchmarks/dask_scale.py --sizes 10000000 --chunk 500000 --budgets 0.5 --in-memory
-    python benchmarks/dask_scale.py --estimator MatchingPursuitKFD --sizes 1000000 --chunk 250000
+    python benchmarks/dask_scale.py --sizes 1000000 10000000 --chunk 500000     # the defaults: subset + refit
+    python benchmarks/dask_scale.py --selection-rows none --sizes 1000000 --chunk 250000 --budgets 4 0
+    python benchmarks/dask_scale.py --selection-rows none --sizes 10000000 --chunk 500000 --budgets 0.5 --in-memory
+    python benchmarks/dask_scale.py --selection-rows none --estimator MatchingPursuitKFD --sizes 1000000
+
+Two ways to fit. With the defaults (``--selection-rows auto``) every estimator selects
+its points in memory on a stratified subset of ``selection_rows`` rows and refits the
+model on every chunk in two passes (``kfdnumba/_dask_subset.py``); "steps" then counts
+nothing (the passes are reported per task kind). With ``--selection-rows none``
+SparseGreedyKFD and MatchingPursuitKFD run their distributed greedy selection on every
+row (``kfdnumba/_dask.py``):
 
 MatchingPursuitKFD runs its defaults (``criterion="auto"``: the pseudo and the random
 selection; κ = 59 on the implicit deflated kernel, 800 landmarks); its "steps" are the
@@ -35,7 +43,14 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from threads import banana_like  # noqa: E402
 
-from kfdnumba import MatchingPursuitKFD, SparseGreedyKFD  # noqa: E402
+from kfdnumba import LqKFD, MatchingPursuitKFD, ReformativeKFD, SparseGreedyKFD  # noqa: E402
+
+ESTIMATORS = {
+    "SparseGreedyKFD": SparseGreedyKFD,
+    "MatchingPursuitKFD": MatchingPursuitKFD,
+    "ReformativeKFD": ReformativeKFD,
+    "LqKFD": LqKFD,
+}
 
 
 def write_chunks(n: int, chunk: int, folder: str, seed: int = 0) -> list[tuple[str, str, int]]:
@@ -105,7 +120,13 @@ def main() -> None:
         help="max_memory_gb of the dask fits (per worker, for the stored kernel columns; 0: recompute them)",
     )
     parser.add_argument("--sigma", type=float, default=0.7)
-    parser.add_argument("--estimator", choices=["SparseGreedyKFD", "MatchingPursuitKFD"], default="SparseGreedyKFD")
+    parser.add_argument("--estimator", choices=sorted(ESTIMATORS), default="SparseGreedyKFD")
+    parser.add_argument(
+        "--selection-rows",
+        default="auto",
+        help="the estimators' selection_rows: auto (select on a subset, refit on every chunk) or none "
+        "(SparseGreedyKFD / MatchingPursuitKFD: the distributed greedy selection on every row)",
+    )
     parser.add_argument("--folder", default=None, help="where the .npy chunks go (default: a temporary folder)")
     args = parser.parse_args()
 
@@ -115,9 +136,11 @@ def main() -> None:
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", memory_limit="4GB"
     )
     client = distributed.Client(cluster)
-    params = dict(sigma=args.sigma, random_state=0)
-    estimator = {"SparseGreedyKFD": SparseGreedyKFD, "MatchingPursuitKFD": MatchingPursuitKFD}[args.estimator]
-    print(f"{args.estimator}; uptime: {os.popen('uptime').read().strip()}", flush=True)
+    selection = None if args.selection_rows.lower() == "none" else args.selection_rows
+    selection = int(selection) if selection not in (None, "auto") else selection
+    params = dict(sigma=args.sigma, random_state=0, selection_rows=selection)
+    estimator = ESTIMATORS[args.estimator]
+    print(f"{args.estimator}, selection_rows={selection!r}; uptime: {os.popen('uptime').read().strip()}", flush=True)
     print(f"load average before: {os.getloadavg()}", flush=True)
     with tempfile.TemporaryDirectory(dir=args.folder) as folder:
         for n in args.sizes:
@@ -128,7 +151,8 @@ def main() -> None:
                 client.restart()  # fresh worker processes: each mode's own peak memory
                 # warm-up: compile / load the Numba cache in the workers and here
                 small = 2 * args.chunk // 10
-                estimator(**params, max_bases=3, patience=1).fit(X[:small], y[:small])
+                warm = {"max_bases": 3, "patience": 1} if selection is None else {}
+                estimator(**params, **warm).fit(X[:small], y[:small])
                 with distributed.get_task_stream(client) as task_stream:
                     t_start = time.time()
                     model = estimator(**params, max_memory_gb=budget or 1e-9).fit(X, y)
@@ -154,13 +178,13 @@ def main() -> None:
                 Xm, ym = X.compute(), y.compute()
                 t0 = time.time()
                 # the in-memory fit's worst-case budget: SG's columns at max_bases, MP's features and their copy
-                # and every row for the selection (the paper's algorithm, as on dask), not a subset of them
+                # and the same selection_rows as the dask fit
                 memory = {"max_memory_gb": 8.0 if estimator is SparseGreedyKFD else 20.0}
-                if "selection_rows" in estimator().get_params():
-                    memory["selection_rows"] = None
                 eager = estimator(**params, **memory).fit(Xm, ym)
                 t_mem = time.time() - t0
-                if estimator is SparseGreedyKFD:
+                if selection is not None:
+                    steps = 1  # selection on a subset and a refit: no greedy steps on every row
+                elif estimator is SparseGreedyKFD:
                     steps = int(eager.n_kernel_columns_ // eager.n_candidates)
                 else:  # rounds of the chosen selection (the dask line counts both selections' round trips)
                     steps = int(eager.n_rounds_)
