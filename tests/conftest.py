@@ -57,3 +57,12 @@ def three_class_blobs(n=90, seed=3):
     r = np.random.default_rng(seed)
     y = np.arange(n) % 3
     return r.standard_normal((n, 2)) + 2.0 * np.array([[0, 0], [1, 1], [2, -1]])[y], y
+
+
+def arcs(n, seed, minority=0.5):
+    """Two interleaved noisy arcs (labels ±1, the positive class a ``minority`` share on average)."""
+    r = np.random.default_rng(seed)
+    y = np.where(r.uniform(size=n) < minority, 1.0, -1.0)
+    t = r.uniform(0, np.pi, n)
+    X = np.column_stack([np.cos(t) + 0.5 * (y < 0), np.sin(t) * y - 0.2 * (y < 0)])
+    return X + 0.3 * r.standard_normal((n, 2)), y

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import three_class_blobs, two_blobs
+from conftest import arcs, three_class_blobs, two_blobs
 from naive import rbf
 
 from kfdnumba._base import pooled_cut as loo_cut
@@ -110,14 +110,6 @@ GREEDY = [
     (ReformativeKFD, "l2", "nodes_"),
     (MatchingPursuitKFD, "kernel", "bases_"),
 ]
-
-
-def arcs(n, seed, minority=0.5):
-    r = np.random.default_rng(seed)
-    y = np.where(r.uniform(size=n) < minority, 1.0, -1.0)
-    t = r.uniform(0, np.pi, n)
-    X = np.column_stack([np.cos(t) + 0.5 * (y < 0), np.sin(t) * y - 0.2 * (y < 0)])
-    return X + 0.3 * r.standard_normal((n, 2)), y
 
 
 @pytest.mark.parametrize("cls, penalty, attr", GREEDY, ids=[c.__name__ for c, _, _ in GREEDY])

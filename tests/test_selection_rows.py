@@ -1,5 +1,6 @@
 """``selection_rows``: points selected on a row subset, their leave-one-out ridge model fitted on every row."""
 
+import conftest
 import numpy as np
 import pytest
 from conftest import three_class_blobs
@@ -17,11 +18,7 @@ PENALTY = {SparseGreedyKFD: "l2", MatchingPursuitKFD: "kernel", ReformativeKFD: 
 
 
 def arcs(n, seed, minority=0.3):
-    r = np.random.default_rng(seed)
-    y = np.where(r.uniform(size=n) < minority, 1.0, -1.0)
-    t = r.uniform(0, np.pi, n)
-    X = np.column_stack([np.cos(t) + 0.5 * (y < 0), np.sin(t) * y - 0.2 * (y < 0)])
-    return X + 0.3 * r.standard_normal((n, 2)), y
+    return conftest.arcs(n, seed, minority)
 
 
 def naive_ridge_loo(K, y, P, lambdas):
