@@ -423,7 +423,8 @@ def loo_expansion(
 
 #: Bytes of one row block of :func:`refit_on_rows` (the block's kernel values against the support).
 REFIT_BLOCK_BYTES = 8 * 2**20
-#: :func:`refit_on_rows` keeps every λ's fits (ℓ × targets × g) up to this size, else it makes a third pass.
+#: :func:`refit_on_rows` keeps every λ's fits and hat diagonals (ℓ × (targets + 1) × g) up to this size,
+#: else it makes a third pass for the chosen λ (memory O(ℓ · targets)).
 REFIT_STORE_BYTES = 64 * 2**20
 
 
@@ -556,7 +557,7 @@ def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, pen
     at once, with its closed-form leave-one-out residuals, in passes over row
     blocks of X (memory O(block · m) for the kernel values, plus the hat
     diagonals of every λ and the fits, O(ℓ (g + c g)) while they take at most
-    ``REFIT_STORE_BYTES``, else O(ℓ (g + c)) and a third pass):
+    ``REFIT_STORE_BYTES``, else O(ℓ c) and a third pass):
 
     1. (:func:`refit_sums`) ``G = K_cᵀK_c`` and ``K_cᵀY`` for the
        column-centred kernel columns ``K_c = K - 1μᵀ`` (the intercept projected
@@ -585,32 +586,33 @@ def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, pen
     g = sol.lambdas.shape[0]
     blocks = row_blocks(n, m)
     buffer = np.empty((blocks[0][1] - blocks[0][0], m))
-    store = 8.0 * n * c * g <= REFIT_STORE_BYTES
-    H = np.empty((n, g))
+    store = 8.0 * n * g * (c + 1) <= REFIT_STORE_BYTES
+    H = np.empty((n, g)) if store else None
     F = np.empty((n, c, g)) if store else None
     press = np.zeros((c, g))
     for lo, hi in blocks:
-        H[lo:hi], fits = sol.block_fits(kernel, X[lo:hi], points, out=buffer[: hi - lo])
-        resid = (Y2[:, lo:hi].T[:, :, None] - fits) / np.maximum(1.0 - H[lo:hi, None, :], _HAT_MARGIN)
+        hat, fits = sol.block_fits(kernel, X[lo:hi], points, out=buffer[: hi - lo])
+        resid = (Y2[:, lo:hi].T[:, :, None] - fits) / np.maximum(1.0 - hat[:, None, :], _HAT_MARGIN)
         press += np.einsum("itg,itg->tg", resid, resid)
         if store:
-            F[lo:hi] = fits
+            H[lo:hi], F[lo:hi] = hat, fits
     press /= n
     best = np.argmin(press, axis=1)
     coefs, intercepts = sol.coefficients(best)
     if store:
         out = F[:, np.arange(c), best]  # ℓ × c
-    else:  # a third pass for the chosen λ of each target
-        out = np.empty((n, c))
+        hats = H[:, best]
+    else:  # a third pass for the chosen λ of each target: memory O(ℓ c) instead of O(ℓ c g)
+        out, hats = np.empty((n, c)), np.empty((n, c))
+        columns = np.arange(c) * g + best  # the chosen (target, λ) columns of the fits
         for lo, hi in blocks:
-            D = kernel.block(X[lo:hi], points, out=buffer[: hi - lo])
-            with blas_section(2.0 * (hi - lo) * m * c):
-                out[lo:hi] = D @ coefs
-        out += intercepts[None, :]
+            hat, fits = sol.block_fits(kernel, X[lo:hi], points, out=buffer[: hi - lo])
+            hats[lo:hi] = hat[:, best]
+            out[lo:hi] = fits.reshape(hi - lo, c * g)[:, columns]
     refits = []
     for t in range(c):
         a = int(best[t])
-        hat = np.maximum(1.0 - H[:, a], _HAT_MARGIN)
+        hat = np.maximum(1.0 - hats[:, t], _HAT_MARGIN)
         refits.append(
             RowRefit(
                 coef=coefs[:, t].copy(),
