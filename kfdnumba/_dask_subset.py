@@ -40,7 +40,7 @@ import numpy as np
 
 from ._base import KernelClassifier, KernelExpansion, class_moments, cut_from_moments
 from ._dask import DaskTrainingSet, SupportRows, merge_moment_arrays, output_stats
-from ._loo import _HAT_MARGIN, RefitSums, path_lambdas, refit_shift, refit_sums, row_blocks, solve_refit
+from ._loo import _HAT_MARGIN, RefitSums, refit_lambdas, refit_shift, refit_sums, row_blocks, solve_refit
 from ._threads import thread_policy
 
 __all__ = ["fit_on_subset"]
@@ -139,7 +139,7 @@ def _refit_on_chunks(data: DaskTrainingSet, points, n_models, penalty, regularis
     sums = parts[0]
     for part in parts[1:]:
         sums = sums.add(part)
-    solution = solve_refit(kernel, sums, points, shift, penalty, path_lambdas(data.n, regulariser))
+    solution = solve_refit(kernel, sums, points, shift, penalty, refit_lambdas(data.n, regulariser))
     solution_f = client.scatter(solution, broadcast=True)
     outputs = client.gather(
         [
@@ -181,13 +181,14 @@ def fit_on_subset(estimator, X, y, size: int):
         estimator._log(f"selection on {rows.shape[0]} of {data.n} rows; the model on them from every chunk")
         expansions = KernelClassifier._fit_expansions(estimator, X_sub, encoded, targets, rng)
     local = [np.asarray(e.support, dtype=np.intp) for e in expansions]
-    if estimator.shared_support and n_models > 1:
+    shared = estimator.shared_support and n_models > 1
+    if shared:  # one λ for every class, as in memory (kfdnumba._loo.refit_on_rows, shared_lambda)
         local = [np.unique(np.concatenate(local))] * n_models
         refits = [_refit_on_chunks(data, X_sub[local[0]], n_models, penalty, regulariser)] * n_models
     else:
         refits = [_refit_on_chunks(data, X_sub[sup], n_models, penalty, regulariser) for sup in local]
     out = [
-        _expansion(estimator, t, e, rows, sup, refit, cut, data.n)
+        _expansion(estimator, t, e, rows, sup, refit, cut, data.n, shared)
         for t, (e, sup, refit) in enumerate(zip(expansions, local, refits))
     ]
     points = SupportRows({int(rows[i]): X_sub[i] for sup in local for i in sup})
@@ -195,10 +196,10 @@ def fit_on_subset(estimator, X, y, size: int):
     return estimator
 
 
-def _expansion(estimator, t, expansion, rows, support, refit, cut, n) -> KernelExpansion:
-    """Target t's model from the refit's solution and merged moments (``kfdnumba._loo.loo_expansion`` on dask)."""
+def _expansion(estimator, t, expansion, rows, support, refit, cut, n, shared_lambda) -> KernelExpansion:
+    """Return target t's model from the refit's solution and merged moments (``loo_expansion`` on dask)."""
     solution, press, train_all, loo_all = refit
-    a = int(np.argmin(press[t]))
+    a = int(np.argmin(press.sum(axis=0) if shared_lambda else press[t]))
     best = np.zeros(solution.T.shape[0], dtype=np.intp)
     best[t] = a
     coefs, intercepts = solution.coefficients(best)

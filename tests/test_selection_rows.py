@@ -10,7 +10,7 @@ import kfdnumba._loo as loo_module
 from kfdnumba import LqKFD, MatchingPursuitKFD, ReformativeKFD, SparseGreedyKFD
 from kfdnumba._base import pooled_cut, stratified_subset
 from kfdnumba._kernels import Kernel
-from kfdnumba._loo import default_lambdas, refit_on_rows
+from kfdnumba._loo import default_lambdas, refit_lambdas, refit_on_rows
 from kfdnumba._threads import force_parallel
 
 SPARSE = [SparseGreedyKFD, MatchingPursuitKFD, ReformativeKFD, LqKFD]
@@ -95,9 +95,9 @@ def test_model_is_the_every_row_ridge_fit_of_the_points_selected_on_the_subset(c
     support = model.support_
     K = rbf(X, X[support], 0.6)
     P = np.eye(support.shape[0]) if PENALTY[cls] == "l2" else rbf(X[support], X[support], 0.6)
-    twin = naive_ridge_loo(K, y, P, default_lambdas(400))
+    twin = naive_ridge_loo(K, y, P, refit_lambdas(400, "auto"))
     a = int(np.argmin([t[0] for t in twin]))
-    assert model.loo_lambda_ == default_lambdas(400)[a]
+    assert model.loo_lambda_ == refit_lambdas(400, "auto")[a]
     f, loo = twin[a][2], twin[a][3]
     positive = y > 0
     scale = 2.0 / (f[positive].mean() - f[~positive].mean())
@@ -176,11 +176,13 @@ def test_one_vs_rest_models_share_the_union_of_their_points(cls):
     assert (np.abs(shared.dual_coef_) > 0).all()
     K = rbf(X, X[shared.support_], 1.0)
     P = np.eye(K.shape[1]) if PENALTY[cls] == "l2" else rbf(X[shared.support_], X[shared.support_], 1.0)
-    for c in range(3):  # class c's model: the ridge fit on the union, its own λ by leave-one-out
+    lambdas = refit_lambdas(150, "auto")
+    twins = [naive_ridge_loo(K, np.where(y == c, 1.0, -1.0), P, lambdas) for c in range(3)]
+    a = int(np.argmin(np.sum([[t[0] for t in twin] for twin in twins], axis=0)))  # one λ: the summed PRESS
+    assert shared.loo_lambda_ == [lambdas[a]] * 3
+    for c in range(3):  # class c's model: the ridge fit on the union at that λ
         target = np.where(y == c, 1.0, -1.0)
-        twin = naive_ridge_loo(K, target, P, default_lambdas(150))
-        a = int(np.argmin([t[0] for t in twin]))
-        assert shared.loo_lambda_[c] == default_lambdas(150)[a]
+        twin = twins[c]
         f = twin[a][2]
         positive = target > 0
         scale = 2.0 / (f[positive].mean() - f[~positive].mean())
