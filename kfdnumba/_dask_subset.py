@@ -181,14 +181,13 @@ def fit_on_subset(estimator, X, y, size: int):
         estimator._log(f"selection on {rows.shape[0]} of {data.n} rows; the model on them from every chunk")
         expansions = KernelClassifier._fit_expansions(estimator, X_sub, encoded, targets, rng)
     local = [np.asarray(e.support, dtype=np.intp) for e in expansions]
-    shared = estimator.shared_support and n_models > 1
-    if shared:  # one λ for every class, as in memory (kfdnumba._loo.refit_on_rows, shared_lambda)
+    if estimator.shared_support and n_models > 1:
         local = [np.unique(np.concatenate(local))] * n_models
         refits = [_refit_on_chunks(data, X_sub[local[0]], n_models, penalty, regulariser)] * n_models
     else:
         refits = [_refit_on_chunks(data, X_sub[sup], n_models, penalty, regulariser) for sup in local]
     out = [
-        _expansion(estimator, t, e, rows, sup, refit, cut, data.n, shared)
+        _expansion(estimator, t, e, rows, sup, refit, cut, data.n)
         for t, (e, sup, refit) in enumerate(zip(expansions, local, refits))
     ]
     points = SupportRows({int(rows[i]): X_sub[i] for sup in local for i in sup})
@@ -196,10 +195,10 @@ def fit_on_subset(estimator, X, y, size: int):
     return estimator
 
 
-def _expansion(estimator, t, expansion, rows, support, refit, cut, n, shared_lambda) -> KernelExpansion:
+def _expansion(estimator, t, expansion, rows, support, refit, cut, n) -> KernelExpansion:
     """Return target t's model from the refit's solution and merged moments (``loo_expansion`` on dask)."""
     solution, press, train_all, loo_all = refit
-    a = int(np.argmin(press.sum(axis=0) if shared_lambda else press[t]))
+    a = int(np.argmin(press[t]))
     best = np.zeros(solution.T.shape[0], dtype=np.intp)
     best[t] = a
     coefs, intercepts = solution.coefficients(best)

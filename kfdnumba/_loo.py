@@ -557,9 +557,7 @@ def refit_lambdas(n: int, regulariser) -> np.ndarray:
     return float(n) * np.logspace(-8.0, 0.0, 17) if regulariser == "auto" else np.array([float(regulariser)])
 
 
-def refit_on_rows(
-    kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, penalty: str, lambdas, shared_lambda: bool = False
-) -> list[RowRefit]:
+def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, penalty: str, lambdas) -> list[RowRefit]:
     """Ridge fits of ±1 targets on the kernel columns of ``X[support]`` over every row of X, λ by exact LOO.
 
     ``Y`` is one target vector (ℓ,) or one per row (c × ℓ: one-vs-rest); one
@@ -582,11 +580,6 @@ def refit_on_rows(
        (:meth:`RefitSolution.block_fits`) computes ``K_c V`` block by block and
        from it ``h_ii`` and the fits (GEMMs with g and c·g columns), and each
        target's PRESS per λ.
-
-    ``shared_lambda``: one λ for every target, the one with the lowest summed
-    PRESS (one-vs-rest outputs are compared by their argmax, which wants them
-    on one scale: USPS, SparseGreedyKFD's 891 points, 6.58 % test error with a
-    λ per class, 6.18 % with one).
 
     O(ℓ m (m + c g)) flops and 2 ℓ m kernel values: the cost of a Nyström
     feature map with m landmarks plus a ridge solve. Used when the points were
@@ -615,8 +608,6 @@ def refit_on_rows(
             H[lo:hi], F[lo:hi] = hat, fits
     press /= n
     best = np.argmin(press, axis=1)
-    if shared_lambda:
-        best[:] = np.argmin(press.sum(axis=0))
     coefs, intercepts = sol.coefficients(best)
     if store:
         out = F[:, np.arange(c), best]  # ℓ × c
