@@ -869,14 +869,27 @@ class SparseKernelClassifier(KernelClassifier):
         points, 6.58–6.73 % on the union; one λ for all classes or a coarser
         grid moved it by less than 0.5 point either way). False: each class
         keeps its own points (the papers' one-vs-rest).
+    random_check : bool, default True
+        With the leave-one-out model: as many uniformly random training points
+        (``random_state``) are priced by the same leave-one-out estimate
+        (:func:`kfdnumba._loo.refit_on_rows` on every row, the selected
+        model's λ grid), and replace the selected points when their
+        leave-one-out error is lower by more than 1 % (summed over the classes
+        on the union): the model is then a Nyström ridge classifier with
+        random landmarks, the peer the selections are measured against, and
+        ``landmarks_`` says "random" (the selection's own attributes, e.g.
+        ``bases_``, still describe what was selected and priced). One more
+        refit, O(ℓm²). False: always the selected points.
     """
 
     selection_rows: int | str | None = "auto"
     shared_support: bool = True
+    random_check: bool = True
 
     _parameter_constraints: ClassVar[dict] = {
         "selection_rows": [Options(("auto", None)), Interval("int", 2, None)],
         "shared_support": [Options((True, False))],
+        "random_check": [Options((True, False))],
     }
     #: ``selection_rows="auto"``: rows the selection runs on when the training set is larger.
     auto_selection_rows: ClassVar[int] = 5000
@@ -914,8 +927,10 @@ class SparseKernelClassifier(KernelClassifier):
         spec = self._refit_spec()
         size = self._selection_size(X.shape[0])
         union = self.shared_support and targets.shape[0] > 1 and spec is not None
+        check = spec is not None and self.random_check and self._checks_random_points()
         if size is None and not union:
-            return super()._fit_expansions(X, encoded, targets, rng)
+            expansions = super()._fit_expansions(X, encoded, targets, rng)
+            return self._random_check(X, targets, expansions, rng, spec, False) if check else expansions
         if size is None:
             rows = np.arange(X.shape[0])
             expansions = super()._fit_expansions(X, encoded, targets, rng)
@@ -935,10 +950,48 @@ class SparseKernelClassifier(KernelClassifier):
         else:
             refits = [refit_on_rows(self.kernel_, X, y, sup, penalty, lambdas)[0] for y, sup in zip(targets, supports)]
         subset = None if size is None else rows
-        return [
+        out = [
             self._refit_expansion(y, subset, e, sup, refit, cut)
             for y, e, sup, refit in zip(targets, expansions, supports, refits)
         ]
+        return self._random_check(X, targets, out, rng, spec, union) if check else out
+
+    def _checks_random_points(self) -> bool:
+        """Whether ``random_check`` applies (MatchingPursuitKFD's ``criterion="auto"`` already prices random bases)."""
+        return True
+
+    def _random_check(self, X, targets, expansions, rng, spec, union) -> list[KernelExpansion]:
+        """``random_check``: price as many uniformly random training points by the same leave-one-out estimate.
+
+        The random points replace a model's (or, on the union, every model's) points when their
+        leave-one-out error is lower by more than ``RANDOM_CHECK_RTOL``.
+        """
+        from ._loo import refit_on_rows
+
+        penalty, _, cut = spec
+        groups = [list(range(len(expansions)))] if union else [[t] for t in range(len(expansions))]
+        out = list(expansions)
+        for group in groups:
+            first = expansions[group[0]]
+            m = np.asarray(first.support).shape[0]
+            lambdas = _model_lambdas(first)
+            points = np.sort(rng.choice(X.shape[0], size=m, replace=False))
+            refits = refit_on_rows(self.kernel_, X, targets[group], points, penalty, lambdas)
+            chosen = sum(_model_press(expansions[t]) for t in group)
+            random = sum(float(r.press.min()) for r in refits)
+            keep = not random < (1.0 - RANDOM_CHECK_RTOL) * chosen
+            self._log(
+                f"leave-one-out error of the selected points {chosen:.4g}, of {m} random points {random:.4g}: "
+                + ("the selected points" if keep else "the random points")
+            )
+            for t, refit in zip(group, refits):
+                info = out[t].info
+                info.update(random_check_press=np.array([chosen, random]), landmarks="selected")
+                if not keep:
+                    e = self._refit_expansion(targets[t], None, expansions[t], points, refit, cut)
+                    e.info["landmarks"] = "random"
+                    out[t] = e
+        return out
 
     def _refit_expansion(self, y, rows, expansion: KernelExpansion, support, refit, cut) -> KernelExpansion:
         """Return the expansion of a refit (:func:`kfdnumba._loo.refit_on_rows`) of a fit's points on every row.
@@ -997,6 +1050,24 @@ class SparseKernelClassifier(KernelClassifier):
             "with the leave-one-out model). Compute the data first (X.compute()) if it fits in memory. "
             "Prediction on dask arrays works for every estimator."
         )
+
+
+#: ``random_check``: random points replace the selected ones when their leave-one-out error is lower by this fraction.
+RANDOM_CHECK_RTOL = 0.01
+
+
+def _model_press(expansion: KernelExpansion) -> float:
+    """Return a leave-one-out expansion's leave-one-out error (mean squared, best λ): its refit's, else its path's."""
+    info = expansion.info
+    if "refit_press" in info:
+        return float(np.min(info["refit_press"]))
+    return float(np.min(np.asarray(info["loo_press"])[info["loo_size"]]))
+
+
+def _model_lambdas(expansion: KernelExpansion) -> np.ndarray:
+    """Return the λ grid an expansion's leave-one-out error was minimised over (its refit's, else its path's)."""
+    info = expansion.info
+    return np.asarray(info["refit_lambdas"] if "refit_lambdas" in info else info["loo_lambdas"])
 
 
 def stratified_subset(groups, size: int, rng: np.random.Generator, min_per_group: int = 2) -> np.ndarray:

@@ -38,7 +38,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import KernelClassifier, KernelExpansion, class_moments, cut_from_moments
+from . import _base
+from ._base import (
+    KernelClassifier,
+    KernelExpansion,
+    _model_lambdas,
+    _model_press,
+    class_moments,
+    cut_from_moments,
+)
 from ._dask import DaskTrainingSet, SupportRows, merge_moment_arrays, output_stats
 from ._loo import _HAT_MARGIN, RefitSums, refit_lambdas, refit_shift, refit_sums, row_blocks, solve_refit
 from ._threads import thread_policy
@@ -125,7 +133,7 @@ def _subset(data: DaskTrainingSet, size: int, rng, min_per_class: int):
     return rows, labels
 
 
-def _refit_on_chunks(data: DaskTrainingSet, points, n_models, penalty, regulariser):
+def _refit_on_chunks(data: DaskTrainingSet, points, n_models, penalty, regulariser, lambdas=None):
     """Run the two passes of :func:`kfdnumba._loo.refit_on_rows` over the chunks: (solution, PRESS, moments)."""
     client, kernel = data.client, data.kernel
     shift = refit_shift(kernel, points)
@@ -139,7 +147,8 @@ def _refit_on_chunks(data: DaskTrainingSet, points, n_models, penalty, regularis
     sums = parts[0]
     for part in parts[1:]:
         sums = sums.add(part)
-    solution = solve_refit(kernel, sums, points, shift, penalty, refit_lambdas(data.n, regulariser))
+    lambdas = refit_lambdas(data.n, regulariser) if lambdas is None else lambdas
+    solution = solve_refit(kernel, sums, points, shift, penalty, lambdas)
     solution_f = client.scatter(solution, broadcast=True)
     outputs = client.gather(
         [
@@ -181,22 +190,48 @@ def fit_on_subset(estimator, X, y, size: int):
         estimator._log(f"selection on {rows.shape[0]} of {data.n} rows; the model on them from every chunk")
         expansions = KernelClassifier._fit_expansions(estimator, X_sub, encoded, targets, rng)
     local = [np.asarray(e.support, dtype=np.intp) for e in expansions]
-    if estimator.shared_support and n_models > 1:
+    union = estimator.shared_support and n_models > 1
+    if union:
         local = [np.unique(np.concatenate(local))] * n_models
         refits = [_refit_on_chunks(data, X_sub[local[0]], n_models, penalty, regulariser)] * n_models
     else:
         refits = [_refit_on_chunks(data, X_sub[sup], n_models, penalty, regulariser) for sup in local]
-    out = [
-        _expansion(estimator, t, e, rows, sup, refit, cut, data.n)
-        for t, (e, sup, refit) in enumerate(zip(expansions, local, refits))
-    ]
-    points = SupportRows({int(rows[i]): X_sub[i] for sup in local for i in sup})
-    estimator._store_expansions(points, [None] * n_models, out)
+    supports = [rows[sup] for sup in local]  # training indices
+    points = {int(rows[i]): X_sub[i] for sup in local for i in sup}
+    landmarks = ["selected"] * n_models
+    checks = [None] * n_models
+    if estimator.random_check and estimator._checks_random_points():  # as in memory (_base._random_check)
+        groups = [list(range(n_models))] if union else [[t] for t in range(n_models)]
+        for group in groups:
+            m = supports[group[0]].shape[0]
+            drawn = np.sort(rng.choice(data.n, size=m, replace=False))
+            X_drawn = data.take_rows(drawn)
+            candidate = _refit_on_chunks(data, X_drawn, n_models, penalty, regulariser)
+            chosen = sum(float(refits[t][1][t].min()) for t in group)
+            random = sum(float(candidate[1][t].min()) for t in group)
+            keep = not random < (1.0 - _base.RANDOM_CHECK_RTOL) * chosen
+            for t in group:
+                checks[t] = np.array([chosen, random])
+                if not keep:
+                    refits[t], supports[t], landmarks[t] = candidate, drawn, "random"
+            if not keep:
+                points.update({int(i): row for i, row in zip(drawn, X_drawn)})
+    out = []
+    for t, (e, sup, refit) in enumerate(zip(expansions, supports, refits)):
+        model = _expansion(estimator, t, e, rows, sup, refit, cut, data.n)
+        if checks[t] is not None:
+            model.info.update(random_check_press=checks[t], landmarks=landmarks[t])
+        out.append(model)
+    estimator._store_expansions(SupportRows(points), [None] * n_models, out)
     return estimator
 
 
 def _expansion(estimator, t, expansion, rows, support, refit, cut, n) -> KernelExpansion:
-    """Return target t's model from the refit's solution and merged moments (``loo_expansion`` on dask)."""
+    """Return target t's model from the refit's solution and merged moments (``loo_expansion`` on dask).
+
+    ``support``: the model's training indices; ``rows``: the subset the selection ran on (its info's
+    indices), or None (the selection ran on every row).
+    """
     solution, press, train_all, loo_all = refit
     a = int(np.argmin(press[t]))
     best = np.zeros(solution.T.shape[0], dtype=np.intp)
@@ -212,11 +247,12 @@ def _expansion(estimator, t, expansion, rows, support, refit, cut, n) -> KernelE
         value = cut_from_moments(cut, loo if cut == "auto" else train)
         threshold = threshold if value is None else value
     info = dict(expansion.info)
-    for key in estimator._index_info:
-        if key in info:
-            info[key] = rows[np.asarray(info[key], dtype=np.intp)]
+    if rows is not None:
+        for key in estimator._index_info:
+            if key in info:
+                info[key] = rows[np.asarray(info[key], dtype=np.intp)]
+        info["selection_rows"] = rows.shape[0]
     info.update(
-        selection_rows=rows.shape[0],
         refit_press=press[t].copy(),
         refit_lambdas=solution.lambdas.copy(),
         loo_press=np.asarray(info.get("loo_press", np.zeros((0, 0)))),
@@ -226,7 +262,7 @@ def _expansion(estimator, t, expansion, rows, support, refit, cut, n) -> KernelE
     )
     info.pop("loo_output", None)  # the ℓ-length outputs stay on the workers
     out = KernelExpansion(
-        support=rows[support],
+        support=np.asarray(support, dtype=np.intp),
         coef=scale * coefs[:, t],
         intercept=scale * intercepts[t],
         threshold=scale * threshold,
@@ -235,3 +271,31 @@ def _expansion(estimator, t, expansion, rows, support, refit, cut, n) -> KernelE
     )
     estimator._finish_refit(out, None, scale * np.array([m_neg, m_pos]))
     return out
+
+
+def random_check_on_chunks(estimator, data: DaskTrainingSet, expansions: list, rng) -> tuple[list, dict]:
+    """``random_check`` after a distributed greedy selection (one model per class, on every row).
+
+    As :meth:`kfdnumba._base.SparseKernelClassifier._random_check` in memory: per model, as many
+    uniformly random rows are priced by the refit on every chunk (the model's λ grid) and replace its
+    points when their leave-one-out error is lower by more than ``RANDOM_CHECK_RTOL``. Returns the
+    models and the rows of X the new ones use (by training index).
+    """
+    penalty, regulariser, cut = estimator._refit_spec()
+    n_models = len(expansions)
+    out, points = list(expansions), {}
+    for t, e in enumerate(expansions):
+        m = np.asarray(e.support).shape[0]
+        drawn = np.sort(rng.choice(data.n, size=m, replace=False))
+        X_drawn = data.take_rows(drawn)
+        candidate = _refit_on_chunks(data, X_drawn, n_models, penalty, regulariser, _model_lambdas(e))
+        chosen, random = _model_press(e), float(candidate[1][t].min())
+        check = np.array([chosen, random])
+        if random < (1.0 - _base.RANDOM_CHECK_RTOL) * chosen:
+            out[t] = _expansion(estimator, t, e, None, drawn, candidate, cut, data.n)
+            out[t].info["landmarks"] = "random"
+            points.update({int(i): row for i, row in zip(drawn, X_drawn)})
+        else:
+            out[t].info["landmarks"] = "selected"
+        out[t].info["random_check_press"] = check
+    return out, points

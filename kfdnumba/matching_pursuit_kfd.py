@@ -847,6 +847,9 @@ class MatchingPursuitKFD(SparseKernelClassifier):
 
     _index_info: ClassVar[tuple] = ("bases",)
 
+    def _checks_random_points(self) -> bool:
+        return self.criterion not in ("auto", "random")  # "auto" already prices the random selection
+
     def _refit_spec(self):
         uses_loo = self.n_bases == "auto" or self.mu == "auto" or self.threshold == "auto" or self.criterion == "auto"
         return ("kernel", self.mu, self.threshold) if uses_loo else None
@@ -1059,7 +1062,13 @@ class MatchingPursuitKFD(SparseKernelClassifier):
                 for c in range(data.classes.shape[0]):
                     self._log(f"one-vs-rest: class {self.classes_[c]!r} ({c + 1}/{data.classes.shape[0]})")
                     expansions.append(self._fit_binary(data, c, rng))
-            self._store_expansions(SupportRows(data.points), [None] * len(expansions), expansions)
+            points = dict(data.points)
+            if self.random_check and self._checks_random_points() and self._refit_spec() is not None:
+                from ._dask_subset import random_check_on_chunks
+
+                expansions, drawn = random_check_on_chunks(self, data, expansions, rng)
+                points.update(drawn)
+            self._store_expansions(SupportRows(points), [None] * len(expansions), expansions)
         return self
 
     def _fit_criterion_dask(self, data, c: int, rng, criterion: str) -> KernelExpansion:

@@ -507,8 +507,15 @@ class SparseGreedyKFD(SparseKernelClassifier):
             self.classes_ = source.classes
             self.kernel_ = source.kernel
             with thread_policy(self.n_jobs):
-                expansions = self._greedy(source, self._rng())
-                self._store_expansions(source.support_points(), [None] * source.n_models, expansions)
+                rng = self._rng()
+                expansions = self._greedy(source, rng)
+                points = source.support_points()
+                if self.random_check and self._refit_spec() is not None:
+                    from ._dask_subset import random_check_on_chunks
+
+                    expansions, drawn = random_check_on_chunks(self, source.data, expansions, rng)
+                    points.points.update(drawn)
+                self._store_expansions(points, [None] * source.n_models, expansions)
         finally:
             source.close()
         return self

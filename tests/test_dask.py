@@ -518,3 +518,22 @@ def test_below_selection_rows_a_method_without_a_distributed_greedy_fit_says_so(
     X, y = two_blobs(120, seed=1)
     with pytest.raises(TypeError, match="selection_rows"):
         ReformativeKFD(sigma=1.0).fit(da.from_array(X, chunks=(40, 2)), y)
+
+
+@pytest.mark.parametrize("selection_rows", [None, 120], ids=["distributed-greedy", "subset"])
+def test_random_check_on_dask_equals_the_in_memory_fit(client, selection_rows, monkeypatch):
+    import kfdnumba._base as base
+
+    X, y = _one_class_first(*two_blobs(300, seed=8), n_first=50)
+    chunks = (50, 120, 31, 99)
+    params = {"sigma": 1.0, "random_state": 4, "selection_rows": selection_rows}
+    for rtol, landmarks in ((1.0, "selected"), (-1e9, "random")):  # random points never / always win
+        monkeypatch.setattr(base, "RANDOM_CHECK_RTOL", rtol)
+        eager = SparseGreedyKFD(**params).fit(X, y)
+        lazy = SparseGreedyKFD(**params).fit(da.from_array(X, chunks=(chunks, 2)), da.from_array(y, chunks=chunks))
+        assert eager.landmarks_ == lazy.landmarks_ == landmarks
+        np.testing.assert_array_equal(lazy.support_, eager.support_)
+        np.testing.assert_allclose(lazy.random_check_press_, eager.random_check_press_, rtol=1e-9)
+        scale = np.abs(eager.dual_coef_).max()
+        np.testing.assert_allclose(lazy.dual_coef_, eager.dual_coef_, rtol=0, atol=1e-9 * scale)
+        np.testing.assert_allclose(lazy.output_means_, eager.output_means_, rtol=1e-8, atol=1e-10)

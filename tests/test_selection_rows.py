@@ -187,3 +187,53 @@ def test_one_vs_rest_models_share_the_union_of_their_points(cls):
         scale = 2.0 / (f[positive].mean() - f[~positive].mean())
         raw = shared._raw_output(X)[:, c]
         np.testing.assert_allclose(raw, scale * (f - pooled_cut(twin[a][3], positive)), atol=1e-8)
+
+
+@pytest.mark.parametrize("cls", SPARSE, ids=lambda c: c.__name__)
+def test_random_check_keeps_the_selection_unless_random_points_price_better(cls, monkeypatch):
+    import kfdnumba._base as base
+
+    X, y = arcs(300, seed=11)
+    params = {"sigma": 0.6, "random_state": 5}
+    if cls is MatchingPursuitKFD:
+        params["criterion"] = "pseudo"  # "auto" prices random bases itself
+    plain = cls(**params, random_check=False).fit(X, y)
+    checked = cls(**params).fit(X, y)
+    chosen, random = checked.random_check_press_
+    assert checked.landmarks_ == ("random" if random < 0.99 * chosen else "selected")
+    monkeypatch.setattr(base, "RANDOM_CHECK_RTOL", 1.0)  # random points never win
+    kept = cls(**params).fit(X, y)
+    assert kept.landmarks_ == "selected"
+    np.testing.assert_array_equal(kept.support_, plain.support_)
+    np.testing.assert_allclose(kept.decision_function(X), plain.decision_function(X), atol=1e-12)
+    monkeypatch.setattr(base, "RANDOM_CHECK_RTOL", -1e9)  # random points always win
+    forced = cls(**params).fit(X, y)
+    assert forced.landmarks_ == "random"
+    m = plain.n_retained_
+    rng = np.random.default_rng(5)  # the draws after the selection: replay the fit's generator
+    replay = cls(**params, random_check=False)
+    replay._rng = lambda: rng
+    replay.fit(X, y)
+    drawn = np.sort(rng.choice(300, size=m, replace=False))
+    np.testing.assert_array_equal(forced.support_, np.unique(drawn))
+    K = rbf(X, X[drawn], 0.6)
+    P = np.eye(m) if PENALTY[cls] == "l2" else rbf(X[drawn], X[drawn], 0.6)
+    lambdas = np.asarray(plain.loo_lambdas_)  # the selection's grid
+    twin = naive_ridge_loo(K, y, P, lambdas)
+    a = int(np.argmin([t[0] for t in twin]))
+    assert forced.loo_lambda_ == lambdas[a]
+    f, loo = twin[a][2], twin[a][3]
+    positive = y > 0
+    scale = 2.0 / (f[positive].mean() - f[~positive].mean())
+    expected = scale * (f - pooled_cut(loo, positive))
+    # P = K_II of random points at the grid's small λ (MatchingPursuitKFD): conditioning costs digits there
+    atol = 1e-8 if PENALTY[cls] == "l2" else 1e-5 * np.abs(expected).max()
+    np.testing.assert_allclose(forced.decision_function(X), expected, atol=atol)
+
+
+def test_random_check_compares_the_union_once_by_the_summed_press():
+    X, y = three_class_blobs(150, seed=8)
+    model = SparseGreedyKFD(sigma=1.0, random_state=0).fit(X, y)
+    checks = np.asarray(model.random_check_press_)
+    assert checks.shape == (3, 2) and (checks == checks[0]).all()  # one comparison for the union
+    assert len(set(model.landmarks_)) == 1
