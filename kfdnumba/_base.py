@@ -941,20 +941,47 @@ class SparseKernelClassifier(KernelClassifier):
             expansions = super()._fit_expansions(X[rows], encoded[rows], targets[:, rows], rng)
         penalty, regulariser, cut = spec
         lambdas = refit_lambdas(X.shape[0], regulariser)
-        supports = [rows[np.asarray(e.support, dtype=np.intp)] for e in expansions]
-        if union:  # every one-vs-rest model on the points any class chose: the prediction evaluates them all anyway
-            shared = np.unique(np.concatenate(supports))
-            self._log(f"one-vs-rest models on the union of their points: {shared.shape[0]}")
-            refits = refit_on_rows(self.kernel_, X, targets, shared, penalty, lambdas)
-            supports = [shared] * len(expansions)
-        else:
-            refits = [refit_on_rows(self.kernel_, X, y, sup, penalty, lambdas)[0] for y, sup in zip(targets, supports)]
-        subset = None if size is None else rows
-        out = [
-            self._refit_expansion(y, subset, e, sup, refit, cut)
-            for y, e, sup, refit in zip(targets, expansions, supports, refits)
-        ]
-        return self._random_check(X, targets, out, rng, spec, union) if check else out
+        local = [np.asarray(e.support, dtype=np.intp) for e in expansions]  # indices into the rows
+        groups = [list(range(len(expansions)))] if union else [[t] for t in range(len(expansions))]
+        sets = [np.unique(np.concatenate([local[t] for t in g])) if union else local[g[0]] for g in groups]
+        if union:
+            self._log(f"one-vs-rest models on the union of their points: {sets[0].shape[0]}")
+        labels = [["selected"] * len(g) for g in groups]
+        checks = [None] * len(groups)
+        priced = [None] * len(groups)
+        if check:  # selected against random points, both priced on the selection's rows (cheap above them)
+            X_rows = X if size is None else X[rows]
+            for k, g in enumerate(groups):
+                Y_rows = targets[g] if size is None else targets[g][:, rows]
+                drawn = np.sort(rng.choice(rows.shape[0], size=sets[k].shape[0], replace=False))
+                mine = refit_on_rows(self.kernel_, X_rows, Y_rows, sets[k], penalty, lambdas)
+                theirs = refit_on_rows(self.kernel_, X_rows, Y_rows, drawn, penalty, lambdas)
+                chosen = sum(float(r.press.min()) for r in mine)
+                random = sum(float(r.press.min()) for r in theirs)
+                keep = not random < (1.0 - RANDOM_CHECK_RTOL) * chosen
+                self._log(
+                    f"leave-one-out error of the selected points {chosen:.4g}, of as many random points "
+                    f"{random:.4g}: the {'selected' if keep else 'random'} points"
+                )
+                checks[k] = np.array([chosen, random])
+                if not keep:
+                    sets[k], labels[k] = drawn, ["random"] * len(g)
+                priced[k] = mine if keep else theirs
+        out = [None] * len(expansions)
+        for k, g in enumerate(groups):
+            support = rows[sets[k]]
+            if size is None and priced[k] is not None:
+                refits = priced[k]  # priced on every row already: that is the model's refit
+            else:
+                refits = refit_on_rows(self.kernel_, X, targets[g], support, penalty, lambdas)
+            for t, refit in zip(g, refits):
+                e = self._refit_expansion(
+                    targets[t], None if size is None else rows, expansions[t], support, refit, cut
+                )
+                if checks[k] is not None:
+                    e.info.update(random_check_press=checks[k], landmarks=labels[k][0])
+                out[t] = e
+        return out
 
     def _checks_random_points(self) -> bool:
         """Whether ``random_check`` applies (MatchingPursuitKFD's ``criterion="auto"`` already prices random bases)."""

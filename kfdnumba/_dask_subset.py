@@ -48,7 +48,16 @@ from ._base import (
     cut_from_moments,
 )
 from ._dask import DaskTrainingSet, SupportRows, merge_moment_arrays, output_stats
-from ._loo import _HAT_MARGIN, RefitSums, refit_lambdas, refit_shift, refit_sums, row_blocks, solve_refit
+from ._loo import (
+    _HAT_MARGIN,
+    RefitSums,
+    refit_lambdas,
+    refit_on_rows,
+    refit_shift,
+    refit_sums,
+    row_blocks,
+    solve_refit,
+)
 from ._threads import thread_policy
 
 __all__ = ["fit_on_subset"]
@@ -189,39 +198,31 @@ def fit_on_subset(estimator, X, y, size: int):
             targets = np.where(encoded[None, :] == np.arange(n_models)[:, None], 1.0, -1.0)
         estimator._log(f"selection on {rows.shape[0]} of {data.n} rows; the model on them from every chunk")
         expansions = KernelClassifier._fit_expansions(estimator, X_sub, encoded, targets, rng)
-    local = [np.asarray(e.support, dtype=np.intp) for e in expansions]
+    local = [np.asarray(e.support, dtype=np.intp) for e in expansions]  # indices into the subset
     union = estimator.shared_support and n_models > 1
-    if union:
-        local = [np.unique(np.concatenate(local))] * n_models
-        refits = [_refit_on_chunks(data, X_sub[local[0]], n_models, penalty, regulariser)] * n_models
-    else:
-        refits = [_refit_on_chunks(data, X_sub[sup], n_models, penalty, regulariser) for sup in local]
-    supports = [rows[sup] for sup in local]  # training indices
-    points = {int(rows[i]): X_sub[i] for sup in local for i in sup}
-    landmarks = ["selected"] * n_models
-    checks = [None] * n_models
-    if estimator.random_check and estimator._checks_random_points():  # as in memory (_base._random_check)
-        groups = [list(range(n_models))] if union else [[t] for t in range(n_models)]
-        for group in groups:
-            m = supports[group[0]].shape[0]
-            drawn = np.sort(rng.choice(data.n, size=m, replace=False))
-            X_drawn = data.take_rows(drawn)
-            candidate = _refit_on_chunks(data, X_drawn, n_models, penalty, regulariser)
-            chosen = sum(float(refits[t][1][t].min()) for t in group)
-            random = sum(float(candidate[1][t].min()) for t in group)
-            keep = not random < (1.0 - _base.RANDOM_CHECK_RTOL) * chosen
-            for t in group:
-                checks[t] = np.array([chosen, random])
-                if not keep:
-                    refits[t], supports[t], landmarks[t] = candidate, drawn, "random"
-            if not keep:
-                points.update({int(i): row for i, row in zip(drawn, X_drawn)})
-    out = []
-    for t, (e, sup, refit) in enumerate(zip(expansions, supports, refits)):
-        model = _expansion(estimator, t, e, rows, sup, refit, cut, data.n)
-        if checks[t] is not None:
-            model.info.update(random_check_press=checks[t], landmarks=landmarks[t])
-        out.append(model)
+    groups = [list(range(n_models))] if union else [[t] for t in range(n_models)]
+    sets = [np.unique(np.concatenate(local)) if union else local[g[0]] for g in groups]
+    labels, checks = ["selected"] * len(groups), [None] * len(groups)
+    if estimator.random_check and estimator._checks_random_points():  # as in memory: priced on the subset
+        lambdas = refit_lambdas(data.n, regulariser)
+        for k, g in enumerate(groups):
+            drawn = np.sort(rng.choice(rows.shape[0], size=sets[k].shape[0], replace=False))
+            mine = refit_on_rows(data.kernel, X_sub, targets[g], sets[k], penalty, lambdas)
+            theirs = refit_on_rows(data.kernel, X_sub, targets[g], drawn, penalty, lambdas)
+            chosen = sum(float(r.press.min()) for r in mine)
+            random = sum(float(r.press.min()) for r in theirs)
+            checks[k] = np.array([chosen, random])
+            if random < (1.0 - _base.RANDOM_CHECK_RTOL) * chosen:
+                sets[k], labels[k] = drawn, "random"
+    points, out = {}, [None] * n_models
+    for k, g in enumerate(groups):
+        refit = _refit_on_chunks(data, X_sub[sets[k]], n_models, penalty, regulariser)
+        points.update({int(rows[i]): X_sub[i] for i in sets[k]})
+        for t in g:
+            model = _expansion(estimator, t, expansions[t], rows, rows[sets[k]], refit, cut, data.n)
+            if checks[k] is not None:
+                model.info.update(random_check_press=checks[k], landmarks=labels[k])
+            out[t] = model
     estimator._store_expansions(SupportRows(points), [None] * n_models, out)
     return estimator
 
