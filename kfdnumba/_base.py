@@ -1028,12 +1028,7 @@ class SparseKernelClassifier(KernelClassifier):
         from ._loo import LooChoice, loo_expansion
 
         self._log(f"every row: {support.shape[0]} points, regulariser {refit.lam:.3g}")
-        info = dict(expansion.info)
-        if rows is not None:
-            for key in self._index_info:
-                if key in info:
-                    info[key] = rows[np.asarray(info[key], dtype=np.intp)]
-            info["selection_rows"] = rows.shape[0]
+        info = self._subset_info(expansion.info, rows)
         info.update(refit_press=refit.press, refit_lambdas=refit.lambdas)
         choice = LooChoice(
             size=support.shape[0],
@@ -1049,6 +1044,16 @@ class SparseKernelClassifier(KernelClassifier):
         f, positive = out.train_output, y > 0
         self._finish_refit(out, positive, np.array([f[~positive].mean(), f[positive].mean()]))
         return out
+
+    def _subset_info(self, info: dict, rows) -> dict:
+        """Return a copy of a subset fit's ``info``, indices mapped to X's (``rows``: None or the subset)."""
+        info = dict(info)
+        if rows is not None:
+            for key in self._index_info:
+                if key in info:
+                    info[key] = rows[np.asarray(info[key], dtype=np.intp)]
+            info["selection_rows"] = rows.shape[0]
+        return info
 
     def _finish_refit(self, expansion: KernelExpansion, positive, train_means: np.ndarray) -> None:
         """Bring method-specific ``info`` in line with a refitted expansion (default: ``alpha`` = its coef).

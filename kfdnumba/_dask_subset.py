@@ -247,12 +247,7 @@ def _expansion(estimator, t, expansion, rows, support, refit, cut, n) -> KernelE
     if cut in ("auto", "bayes"):  # on the leave-one-out outputs ("auto") or the training outputs ("bayes")
         value = cut_from_moments(cut, loo if cut == "auto" else train)
         threshold = threshold if value is None else value
-    info = dict(expansion.info)
-    if rows is not None:
-        for key in estimator._index_info:
-            if key in info:
-                info[key] = rows[np.asarray(info[key], dtype=np.intp)]
-        info["selection_rows"] = rows.shape[0]
+    info = estimator._subset_info(expansion.info, rows)
     info.update(
         refit_press=press[t].copy(),
         refit_lambdas=solution.lambdas.copy(),
