@@ -473,15 +473,21 @@ def refit_shift(kernel, points: np.ndarray) -> np.ndarray:
     return kernel.block(points, points).mean(axis=0)
 
 
-def refit_sums(kernel, X: np.ndarray, Y: np.ndarray, points: np.ndarray, shift: np.ndarray) -> RefitSums:
-    """First pass of :func:`refit_on_rows` over the rows of X (targets Y: models × rows), block by block."""
+def refit_sums(kernel, X: np.ndarray, Y: np.ndarray, points: np.ndarray, shift: np.ndarray, block=None) -> RefitSums:
+    """First pass of :func:`refit_on_rows` over the rows of X (targets Y: models × rows), block by block.
+
+    ``block``: the kernel values ``K(X, points)`` when the caller has them (one block; not changed).
+    """
     m = points.shape[0]
     gram, col_sum, cross = np.zeros((m, m)), np.zeros(m), np.zeros((Y.shape[0], m))
     blocks = row_blocks(X.shape[0], m)
     buffer = np.empty((blocks[0][1] - blocks[0][0] if blocks else 0, m))
     for lo, hi in blocks:
-        D = kernel.block(X[lo:hi], points, out=buffer[: hi - lo])
-        D -= shift
+        if block is None:
+            D = kernel.block(X[lo:hi], points, out=buffer[: hi - lo])
+            D -= shift
+        else:
+            D = np.subtract(block[lo:hi], shift, out=buffer[: hi - lo])
         with blas_section(2.0 * (hi - lo) * m * m):
             gram += D.T @ D
         col_sum += D.sum(axis=0)
@@ -502,10 +508,16 @@ class RefitSolution:
     lambdas: np.ndarray
     n: int
 
-    def block_fits(self, kernel, X_block: np.ndarray, points: np.ndarray, out=None):
-        """Hat diagonals (rows × g) and fits (rows × c × g) of every λ and target on a block of rows."""
-        D = kernel.block(X_block, points, out=out)
-        D -= self.means
+    def block_fits(self, kernel, X_block: np.ndarray, points: np.ndarray, out=None, values=None):
+        """Hat diagonals (rows × g) and fits (rows × c × g) of every λ and target on a block of rows.
+
+        ``values``: the block's kernel values ``K(X_block, points)`` when the caller has them (not changed).
+        """
+        if values is None:
+            D = kernel.block(X_block, points, out=out)
+            D -= self.means
+        else:
+            D = np.subtract(values, self.means, out=out)
         rows, g, c = D.shape[0], self.inv.shape[1], self.T.shape[0]
         with blas_section(2.0 * rows * D.shape[1] * (D.shape[1] + g + c * g)):
             U = D @ self.V
@@ -530,13 +542,20 @@ def solve_refit(kernel, sums: RefitSums, points: np.ndarray, shift: np.ndarray, 
     y_mean = sums.y_sum / n
     G = sums.gram - n * np.outer(d_mean, d_mean)
     cross = sums.cross - n * y_mean[:, None] * d_mean[None, :]  # K_cᵀy per target
-    P = np.eye(m) if penalty == "l2" else kernel.block(points, points)
+    P = None if penalty == "l2" else kernel.block(points, points)
     jitter = 0.0
     while True:  # K_II of nearly identical points may be numerically singular: a little ridge then
         try:
-            s, V = scipy.linalg.eigh(G, P + jitter * np.eye(m), check_finite=False)
+            if P is None:  # P = I: the standard eigenproblem
+                s, V = np.linalg.eigh(G)
+            else:
+                s, V = scipy.linalg.eigh(G, P + jitter * np.eye(m), check_finite=False)
             break
         except (np.linalg.LinAlgError, ValueError):
+            if P is None:
+                raise ValueError(
+                    "the ridge refit's eigenproblem did not converge (non-finite kernel values?)"
+                ) from None
             jitter = max(10.0 * jitter, 1e-12 * max(float(np.trace(P)) / m, 1e-300))
             if jitter > 1e-3 * float(np.trace(P)) / m:
                 raise ValueError("the penalty matrix of the selected points is singular (identical points?)") from None
@@ -592,16 +611,17 @@ def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, pen
     points = X[np.asarray(support, dtype=np.intp)]
     n, m, c = X.shape[0], points.shape[0], Y2.shape[0]
     shift = refit_shift(kernel, points)
-    sol = solve_refit(kernel, refit_sums(kernel, X, Y2, points, shift), points, shift, penalty, lambdas)
-    g = sol.lambdas.shape[0]
     blocks = row_blocks(n, m)
+    values = kernel.block(X, points) if len(blocks) == 1 else None  # one block: its kernel values once
+    sol = solve_refit(kernel, refit_sums(kernel, X, Y2, points, shift, values), points, shift, penalty, lambdas)
+    g = sol.lambdas.shape[0]
     buffer = np.empty((blocks[0][1] - blocks[0][0], m))
     store = 8.0 * n * g * (c + 1) <= REFIT_STORE_BYTES
     H = np.empty((n, g)) if store else None
     F = np.empty((n, c, g)) if store else None
     press = np.zeros((c, g))
     for lo, hi in blocks:
-        hat, fits = sol.block_fits(kernel, X[lo:hi], points, out=buffer[: hi - lo])
+        hat, fits = sol.block_fits(kernel, X[lo:hi], points, out=buffer[: hi - lo], values=values)
         resid = (Y2[:, lo:hi].T[:, :, None] - fits) / np.maximum(1.0 - hat[:, None, :], _HAT_MARGIN)
         press += np.einsum("itg,itg->tg", resid, resid)
         if store:
@@ -616,7 +636,7 @@ def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, pen
         out, hats = np.empty((n, c)), np.empty((n, c))
         columns = np.arange(c) * g + best  # the chosen (target, λ) columns of the fits
         for lo, hi in blocks:
-            hat, fits = sol.block_fits(kernel, X[lo:hi], points, out=buffer[: hi - lo])
+            hat, fits = sol.block_fits(kernel, X[lo:hi], points, out=buffer[: hi - lo], values=values)
             hats[lo:hi] = hat[:, best]
             out[lo:hi] = fits.reshape(hi - lo, c * g)[:, columns]
     refits = []
