@@ -105,8 +105,10 @@ done), ``threshold="bayes"``, and the paper's FDA without the leave-one-out path
 for ``n_bases`` and ``mu`` with ``threshold="midpoint"`` and one criterion). Not used on
 dask by this distributed selection (it runs at most ``selection_rows`` rows, i.e. with
 ``selection_rows=None``, see below): ``shared_support`` (each class keeps its own points,
-as the in-memory fit with ``shared_support=False``). The classes do not share passes: each
-draws its landmarks after the previous class's selection, as in memory.
+as the in-memory fit with ``shared_support=False``); ``random_check`` applies, per class,
+with the random points priced on every chunk (``_dask_subset.random_check_on_chunks``).
+The classes do not share passes: each draws its landmarks after the previous class's
+selection, as in memory.
 
 **Above** ``selection_rows`` (the default "auto": 5000 rows; LqKFD 1000) every sparse
 method, ReformativeKFD and LqKFD included, fits a dask array by selecting its points on a
@@ -114,7 +116,9 @@ stratified subset of the rows in memory and refitting the model on every chunk
 (:mod:`kfdnumba._dask_subset`): the distributed greedy selections here run with
 ``selection_rows=None`` (or at most that many rows).
 
-**ReformativeKFD** still raises TypeError on dask input. Its state would allow it: the
+**ReformativeKFD** has no distributed greedy selection: on a dask array of at most
+``selection_rows`` rows it raises TypeError (above, it fits by the subset selection and
+the chunked refit of :mod:`kfdnumba._dask_subset`). Its state would allow one: the
 sampled path (``reformative_kfd._select_nodes_sampled``) reads per step the κ candidates'
 kernel-row class means, ``||K̄[x, :]||²`` and ``K̄[S, :] K[x, :]ᵀ`` — per-chunk sums like
 ``[1; 1₊; K_mᵀ] K[:, cand]`` (the class centring is a rank-two correction the client knows) —
