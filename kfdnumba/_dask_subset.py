@@ -121,6 +121,16 @@ def _chunk_outputs(x, y, classes, n_models, kernel, points, solution):
 
 
 # ----------------------------------------------------------------------------- the fit
+class _Offset:
+    """A :class:`kfdnumba._base.Progress` seen from one refit: counts from its ``start_offset``."""
+
+    def __init__(self, progress):
+        self.progress, self.log, self.offset = progress, progress.log, progress.start_offset
+
+    def update(self, done: int) -> None:
+        self.progress.update(self.offset + done)
+
+
 def _subset(data: DaskTrainingSet, size: int, rng, min_per_class: int):
     """Return the rows (sorted training indices) and labels :func:`kfdnumba._base.stratified_subset` draws."""
     client = data.client
@@ -142,29 +152,37 @@ def _subset(data: DaskTrainingSet, size: int, rng, min_per_class: int):
     return rows, labels
 
 
-def _refit_on_chunks(data: DaskTrainingSet, points, n_models, penalty, regulariser, lambdas=None):
+def _gather(client, futures, progress, offset: int):
+    """Gather futures in order, reporting each finished one to ``progress`` (rate and ETA at verbose=1)."""
+    if progress is not None and progress.log is not None:
+        from distributed import as_completed
+
+        for done, _ in enumerate(as_completed(futures), start=1):
+            progress.update(offset + done)
+    return client.gather(futures)
+
+
+def _refit_on_chunks(data: DaskTrainingSet, points, n_models, penalty, regulariser, lambdas=None, progress=None):
     """Run the two passes of :func:`kfdnumba._loo.refit_on_rows` over the chunks: (solution, PRESS, moments)."""
     client, kernel = data.client, data.kernel
     shift = refit_shift(kernel, points)
     points_f = client.scatter(points, broadcast=True)
-    parts = client.gather(
-        [
-            client.submit(_chunk_sums, xf, yf, data.classes, n_models, kernel, points_f, shift, pure=False)
-            for xf, yf in zip(data.x_parts, data.y_parts)
-        ]
-    )
+    tasks = [
+        client.submit(_chunk_sums, xf, yf, data.classes, n_models, kernel, points_f, shift, pure=False)
+        for xf, yf in zip(data.x_parts, data.y_parts)
+    ]
+    parts = _gather(client, tasks, progress, 0)
     sums = parts[0]
     for part in parts[1:]:
         sums = sums.add(part)
     lambdas = refit_lambdas(data.n, regulariser) if lambdas is None else lambdas
     solution = solve_refit(kernel, sums, points, shift, penalty, lambdas)
     solution_f = client.scatter(solution, broadcast=True)
-    outputs = client.gather(
-        [
-            client.submit(_chunk_outputs, xf, yf, data.classes, n_models, kernel, points_f, solution_f, pure=False)
-            for xf, yf in zip(data.x_parts, data.y_parts)
-        ]
-    )
+    tasks = [
+        client.submit(_chunk_outputs, xf, yf, data.classes, n_models, kernel, points_f, solution_f, pure=False)
+        for xf, yf in zip(data.x_parts, data.y_parts)
+    ]
+    outputs = _gather(client, tasks, progress, len(tasks))
     press = sum(o[0] for o in outputs) / data.n
     train, loo = outputs[0][1], outputs[0][2]
     for _, part_train, part_loo in outputs[1:]:
@@ -215,8 +233,10 @@ def fit_on_subset(estimator, X, y, size: int):
             if random < (1.0 - _base.RANDOM_CHECK_RTOL) * chosen:
                 sets[k], labels[k] = drawn, "random"
     points, out = {}, [None] * n_models
+    progress = estimator._progress(2 * len(groups) * len(data.x_parts), "chunk passes")
     for k, g in enumerate(groups):
-        refit = _refit_on_chunks(data, X_sub[sets[k]], n_models, penalty, regulariser)
+        progress.start_offset = 2 * k * len(data.x_parts)
+        refit = _refit_on_chunks(data, X_sub[sets[k]], n_models, penalty, regulariser, progress=_Offset(progress))
         points.update({int(rows[i]): X_sub[i] for i in sets[k]})
         for t in g:
             model = _expansion(estimator, t, expansions[t], rows, rows[sets[k]], refit, cut, data.n)
