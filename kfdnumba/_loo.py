@@ -52,7 +52,6 @@ import scipy.linalg
 from ._base import KernelExpansion, choose_threshold, pooled_cut
 from ._jit import jit
 from ._linalg import back_substitution, forward_substitution
-from ._threads import blas_section
 
 __all__ = [
     "LooPath",
@@ -488,8 +487,7 @@ def refit_sums(kernel, X: np.ndarray, Y: np.ndarray, points: np.ndarray, shift: 
             D -= shift
         else:
             D = np.subtract(block[lo:hi], shift, out=buffer[: hi - lo])
-        with blas_section(2.0 * (hi - lo) * m * m):
-            gram += D.T @ D
+        gram += D.T @ D  # on one BLAS thread (the thread policy): see refit_on_rows
         col_sum += D.sum(axis=0)
         cross += Y[:, lo:hi] @ D
     return RefitSums(gram, col_sum, cross, Y.sum(axis=1), X.shape[0])
@@ -519,10 +517,9 @@ class RefitSolution:
         else:
             D = np.subtract(values, self.means, out=out)
         rows, g, c = D.shape[0], self.inv.shape[1], self.T.shape[0]
-        with blas_section(2.0 * rows * D.shape[1] * (D.shape[1] + g + c * g)):
-            U = D @ self.V
-            H = (U * U) @ self.inv
-            fits = (U @ self.weights).reshape(rows, c, g)
+        U = D @ self.V
+        H = (U * U) @ self.inv
+        fits = (U @ self.weights).reshape(rows, c, g)
         H += 1.0 / self.n
         fits += self.y_mean[None, :, None]
         return H, fits
@@ -599,6 +596,11 @@ def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, pen
        (:meth:`RefitSolution.block_fits`) computes ``K_c V`` block by block and
        from it ``h_ii`` and the fits (GEMMs with g and c·g columns), and each
        target's PRESS per λ.
+
+    The products run on one BLAS thread and the kernel blocks on the call's
+    Numba threads: with BLAS threads between the parallel kernel blocks,
+    OpenBLAS's spinning workers held the cores the next block needed (ℓ = 10⁵,
+    LqKFD's fit: 0.58 s with the default threads against 0.42 s with one).
 
     O(ℓ m (m + c g)) flops and 2 ℓ m kernel values: the cost of a Nyström
     feature map with m landmarks plus a ridge solve. Used when the points were

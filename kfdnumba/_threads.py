@@ -272,6 +272,13 @@ def call_threads() -> int:
     return numba.get_num_threads()
 
 
+#: ``min_work`` of a BLAS section that alternates with Numba parallel regions (an iteration's
+#: Cholesky between parallel passes): below it the spinning BLAS workers cost the next parallel
+#: region more than the threads save (KFD at ℓ = 400: 1.2-1.4× one thread; LqKFD at ℓ = 1000:
+#: 1.30× one thread with the default ``min_work``).
+ALTERNATING_BLAS_MIN_WORK = 1e9
+
+
 @contextmanager
 def blas_section(work: float, min_work: float = 1 << 26):
     """Run a BLAS-heavy section: BLAS gets the call's threads when ``work`` (flops) is large, Numba one.

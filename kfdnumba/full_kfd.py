@@ -43,7 +43,7 @@ from ._jit import jit
 from ._kernels import row_class_means
 from ._linalg import row_gram_lower
 from ._loo import default_lambdas
-from ._threads import blas_section
+from ._threads import ALTERNATING_BLAS_MIN_WORK, blas_section
 
 __all__ = ["KFD"]
 
@@ -52,7 +52,7 @@ AUTO_MU_POINTS = 1000
 #: KFD's LAPACK sections (syrk + Cholesky, eigh) get BLAS threads only from this work on (ℓ ≳ 900):
 #: below it the spinning BLAS workers slowed the next fit's parallel Gram block more than they saved
 #: (ℓ = 400: median fit 25 ms with them against 18 ms on one thread; benchmarks/threads.py).
-_KFD_BLAS_MIN_WORK = 1e9
+_KFD_BLAS_MIN_WORK = ALTERNATING_BLAS_MIN_WORK
 
 
 def ridge_loo_grid(

@@ -108,7 +108,7 @@ from ._base import (
 from ._jit import jit
 from ._linalg import row_gram_lower
 from ._loo import LooPath, default_lambdas, loo_expansion
-from ._threads import blas_section
+from ._threads import ALTERNATING_BLAS_MIN_WORK, blas_section
 
 __all__ = ["LqKFD"]
 
@@ -445,7 +445,7 @@ def _woodbury_solve(P, active, psi, ridge_value, exempt_bias, rhs):
     T = np.zeros((width, width), order="F")
     w = np.zeros(width)
     x = np.empty(m)
-    with blas_section(float(m) * width * width + width**3 / 3.0):
+    with blas_section(float(m) * width * width + width**3 / 3.0, min_work=ALTERNATING_BLAS_MIN_WORK):
         for lo in range(start, m, step):
             hi = min(m, lo + step)
             C = psi[lo:hi, None] * P[active[lo:hi]]
@@ -508,7 +508,7 @@ class _ExactGram:
         m = active.shape[0]
         system = np.empty((m, m))
         _scaled_active_system.run(m * m // 2, self.KK, self.col_sums, active, psi, ridge, system)
-        with blas_section(m**3 / 3.0):  # LAPACK Cholesky: BLAS threads when large, Numba one
+        with blas_section(m**3 / 3.0, min_work=ALTERNATING_BLAS_MIN_WORK):  # LAPACK Cholesky, between Numba passes
             return _solve_scaled(system, rhs)
 
     def objective(self, targets, active, omega, penalty_weight, q, penalize_bias):
@@ -552,7 +552,7 @@ class _LowRankGram:
         qty = _apply_q(self.qr, self.tau, yhat, "T")
         z = qty[:width].copy()
         floor = float(qty[width:] @ qty[width:])  # ‖ŷ - QQᵀŷ‖²: the part no K̃ω can fit
-        with blas_section(2.0 * self.P.size):
+        with blas_section(2.0 * self.P.size, min_work=ALTERNATING_BLAS_MIN_WORK):
             g = self.P @ z  # K̃ᵀŷ = P Qᵀŷ
         return _Targets(yhat=yhat, g=g, coordinates=z, misfit_floor=floor)
 
@@ -561,7 +561,7 @@ class _LowRankGram:
         m, width = active.shape[0], self.P.shape[1]
         if m * m * (3 * width + m) <= width * width * (3 * m + width):  # m²(r+1) + m³/3 vs m(r+1)² + (r+1)³/3
             C = psi[:, None] * self.P[active]
-            with blas_section(float(m) * m * width + m**3 / 3.0):
+            with blas_section(float(m) * m * width + m**3 / 3.0, min_work=ALTERNATING_BLAS_MIN_WORK):
                 system = np.ascontiguousarray(row_gram_lower(C))  # lower triangle of Ψ P_A P_Aᵀ Ψ
                 system[np.diag_indices(m)] += ridge
                 return _solve_scaled(system, rhs)
