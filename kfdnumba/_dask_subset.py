@@ -216,34 +216,34 @@ def fit_on_subset(estimator, X, y, size: int):
             targets = np.where(encoded[None, :] == np.arange(n_models)[:, None], 1.0, -1.0)
         estimator._log(f"selection on {rows.shape[0]} of {data.n} rows; the model on them from every chunk")
         expansions = KernelClassifier._fit_expansions(estimator, X_sub, encoded, targets, rng)
-    local = [np.asarray(e.support, dtype=np.intp) for e in expansions]  # indices into the subset
-    union = estimator.shared_support and n_models > 1
-    groups = [list(range(n_models))] if union else [[t] for t in range(n_models)]
-    sets = [np.unique(np.concatenate(local)) if union else local[g[0]] for g in groups]
-    labels, checks = ["selected"] * len(groups), [None] * len(groups)
-    if estimator.random_check and estimator._checks_random_points():  # as in memory: priced on the subset
-        lambdas = refit_lambdas(data.n, regulariser)
+        local = [np.asarray(e.support, dtype=np.intp) for e in expansions]  # indices into the subset
+        union = estimator.shared_support and n_models > 1
+        groups = [list(range(n_models))] if union else [[t] for t in range(n_models)]
+        sets = [np.unique(np.concatenate(local)) if union else local[g[0]] for g in groups]
+        kinds, checks = ["selected"] * len(groups), [None] * len(groups)
+        if estimator.random_check and estimator._checks_random_points():  # as in memory: priced on the subset
+            lambdas = refit_lambdas(data.n, regulariser)
+            for k, g in enumerate(groups):
+                drawn = np.sort(rng.choice(rows.shape[0], size=sets[k].shape[0], replace=False))
+                mine = refit_on_rows(data.kernel, X_sub, targets[g], sets[k], penalty, lambdas)
+                theirs = refit_on_rows(data.kernel, X_sub, targets[g], drawn, penalty, lambdas)
+                chosen = sum(float(r.press.min()) for r in mine)
+                random = sum(float(r.press.min()) for r in theirs)
+                checks[k] = np.array([chosen, random])
+                if random < (1.0 - _base.RANDOM_CHECK_RTOL) * chosen:
+                    sets[k], kinds[k] = drawn, "random"
+        points, out = {}, [None] * n_models
+        progress = estimator._progress(2 * len(groups) * len(data.x_parts), "chunk passes")
         for k, g in enumerate(groups):
-            drawn = np.sort(rng.choice(rows.shape[0], size=sets[k].shape[0], replace=False))
-            mine = refit_on_rows(data.kernel, X_sub, targets[g], sets[k], penalty, lambdas)
-            theirs = refit_on_rows(data.kernel, X_sub, targets[g], drawn, penalty, lambdas)
-            chosen = sum(float(r.press.min()) for r in mine)
-            random = sum(float(r.press.min()) for r in theirs)
-            checks[k] = np.array([chosen, random])
-            if random < (1.0 - _base.RANDOM_CHECK_RTOL) * chosen:
-                sets[k], labels[k] = drawn, "random"
-    points, out = {}, [None] * n_models
-    progress = estimator._progress(2 * len(groups) * len(data.x_parts), "chunk passes")
-    for k, g in enumerate(groups):
-        progress.start_offset = 2 * k * len(data.x_parts)
-        refit = _refit_on_chunks(data, X_sub[sets[k]], n_models, penalty, regulariser, progress=_Offset(progress))
-        points.update({int(rows[i]): X_sub[i] for i in sets[k]})
-        for t in g:
-            model = _expansion(estimator, t, expansions[t], rows, rows[sets[k]], refit, cut, data.n)
-            if checks[k] is not None:
-                model.info.update(random_check_press=checks[k], landmarks=labels[k])
-            out[t] = model
-    estimator._store_expansions(SupportRows(points), [None] * n_models, out)
+            progress.start_offset = 2 * k * len(data.x_parts)
+            refit = _refit_on_chunks(data, X_sub[sets[k]], n_models, penalty, regulariser, progress=_Offset(progress))
+            points.update({int(rows[i]): X_sub[i] for i in sets[k]})
+            for t in g:
+                model = _expansion(estimator, t, expansions[t], rows, rows[sets[k]], refit, cut, data.n)
+                if checks[k] is not None:
+                    model.info.update(random_check_press=checks[k], landmarks=kinds[k])
+                out[t] = model
+        estimator._store_expansions(SupportRows(points), [None] * n_models, out)
     return estimator
 
 
