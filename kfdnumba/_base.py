@@ -930,7 +930,7 @@ class SparseKernelClassifier(KernelClassifier):
         check = spec is not None and self.random_check and self._checks_random_points()
         if size is None and not union:
             expansions = super()._fit_expansions(X, encoded, targets, rng)
-            return self._random_check(X, targets, expansions, rng, spec, False) if check else expansions
+            return self._random_check(X, targets, expansions, rng, spec) if check else expansions
         if size is None:
             rows = np.arange(X.shape[0])
             expansions = super()._fit_expansions(X, encoded, targets, rng)
@@ -946,7 +946,7 @@ class SparseKernelClassifier(KernelClassifier):
         sets = [np.unique(np.concatenate([local[t] for t in g])) if union else local[g[0]] for g in groups]
         if union:
             self._log(f"one-vs-rest models on the union of their points: {sets[0].shape[0]}")
-        labels = [["selected"] * len(g) for g in groups]
+        kinds = ["selected"] * len(groups)
         checks = [None] * len(groups)
         priced = [None] * len(groups)
         if check:  # selected against random points, both priced on the selection's rows (cheap above them)
@@ -956,17 +956,11 @@ class SparseKernelClassifier(KernelClassifier):
                 drawn = np.sort(rng.choice(rows.shape[0], size=sets[k].shape[0], replace=False))
                 mine = refit_on_rows(self.kernel_, X_rows, Y_rows, sets[k], penalty, lambdas)
                 theirs = refit_on_rows(self.kernel_, X_rows, Y_rows, drawn, penalty, lambdas)
-                chosen = sum(float(r.press.min()) for r in mine)
-                random = sum(float(r.press.min()) for r in theirs)
-                keep = not random < (1.0 - RANDOM_CHECK_RTOL) * chosen
-                self._log(
-                    f"leave-one-out error of the selected points {chosen:.4g}, of as many random points "
-                    f"{random:.4g}: the {'selected' if keep else 'random'} points"
-                )
-                checks[k] = np.array([chosen, random])
-                if not keep:
-                    sets[k], labels[k] = drawn, ["random"] * len(g)
-                priced[k] = mine if keep else theirs
+                checks[k] = np.array([sum(float(r.press.min()) for r in refits) for refits in (mine, theirs)])
+                if random_points_win(*checks[k], self._log):
+                    sets[k], kinds[k], priced[k] = drawn, "random", theirs
+                else:
+                    priced[k] = mine
         out = [None] * len(expansions)
         for k, g in enumerate(groups):
             support = rows[sets[k]]
@@ -979,7 +973,7 @@ class SparseKernelClassifier(KernelClassifier):
                     targets[t], None if size is None else rows, expansions[t], support, refit, cut
                 )
                 if checks[k] is not None:
-                    e.info.update(random_check_press=checks[k], landmarks=labels[k][0])
+                    e.info.update(random_check_press=checks[k], landmarks=kinds[k])
                 out[t] = e
         return out
 
@@ -987,37 +981,26 @@ class SparseKernelClassifier(KernelClassifier):
         """Whether ``random_check`` applies (MatchingPursuitKFD's ``criterion="auto"`` already prices random bases)."""
         return True
 
-    def _random_check(self, X, targets, expansions, rng, spec, union) -> list[KernelExpansion]:
-        """``random_check``: price as many uniformly random training points by the same leave-one-out estimate.
+    def _random_check(self, X, targets, expansions, rng, spec) -> list[KernelExpansion]:
+        """``random_check`` of models selected on every row, one per target (their own leave-one-out paths).
 
-        The random points replace a model's (or, on the union, every model's) points when their
-        leave-one-out error is lower by more than ``RANDOM_CHECK_RTOL``.
+        Each model's path PRESS is compared with that of as many uniformly random training
+        points (refitted on every row, the path's λ grid); the random points replace the
+        model's when :func:`random_points_win`.
         """
         from ._loo import refit_on_rows
 
         penalty, _, cut = spec
-        groups = [list(range(len(expansions)))] if union else [[t] for t in range(len(expansions))]
-        out = list(expansions)
-        for group in groups:
-            first = expansions[group[0]]
-            m = np.asarray(first.support).shape[0]
-            lambdas = _model_lambdas(first)
-            points = np.sort(rng.choice(X.shape[0], size=m, replace=False))
-            refits = refit_on_rows(self.kernel_, X, targets[group], points, penalty, lambdas)
-            chosen = sum(_model_press(expansions[t]) for t in group)
-            random = sum(float(r.press.min()) for r in refits)
-            keep = not random < (1.0 - RANDOM_CHECK_RTOL) * chosen
-            self._log(
-                f"leave-one-out error of the selected points {chosen:.4g}, of {m} random points {random:.4g}: "
-                + ("the selected points" if keep else "the random points")
-            )
-            for t, refit in zip(group, refits):
-                info = out[t].info
-                info.update(random_check_press=np.array([chosen, random]), landmarks="selected")
-                if not keep:
-                    e = self._refit_expansion(targets[t], None, expansions[t], points, refit, cut)
-                    e.info["landmarks"] = "random"
-                    out[t] = e
+        out = []
+        for t, e in enumerate(expansions):
+            points = np.sort(rng.choice(X.shape[0], size=np.asarray(e.support).shape[0], replace=False))
+            refit = refit_on_rows(self.kernel_, X, targets[t], points, penalty, e.info["loo_lambdas"])[0]
+            check = np.array([_path_press(e), float(refit.press.min())])
+            wins = random_points_win(*check, self._log)
+            if wins:
+                e = self._refit_expansion(targets[t], None, e, points, refit, cut)
+            e.info.update(random_check_press=check, landmarks="random" if wins else "selected")
+            out.append(e)
         return out
 
     def _refit_expansion(self, y, rows, expansion: KernelExpansion, support, refit, cut) -> KernelExpansion:
@@ -1088,18 +1071,20 @@ class SparseKernelClassifier(KernelClassifier):
 RANDOM_CHECK_RTOL = 0.01
 
 
-def _model_press(expansion: KernelExpansion) -> float:
-    """Return a leave-one-out expansion's leave-one-out error (mean squared, best λ): its refit's, else its path's."""
-    info = expansion.info
-    if "refit_press" in info:
-        return float(np.min(info["refit_press"]))
-    return float(np.min(np.asarray(info["loo_press"])[info["loo_size"]]))
+def _path_press(expansion: KernelExpansion) -> float:
+    """Return a leave-one-out path model's error (mean squared, best λ) at its chosen size."""
+    return float(np.min(np.asarray(expansion.info["loo_press"])[expansion.info["loo_size"]]))
 
 
-def _model_lambdas(expansion: KernelExpansion) -> np.ndarray:
-    """Return the λ grid an expansion's leave-one-out error was minimised over (its refit's, else its path's)."""
-    info = expansion.info
-    return np.asarray(info["refit_lambdas"] if "refit_lambdas" in info else info["loo_lambdas"])
+def random_points_win(chosen: float, random: float, log=None) -> bool:
+    """Return ``random_check``'s rule: random points win when their PRESS is lower by ``RANDOM_CHECK_RTOL``."""
+    wins = random < (1.0 - RANDOM_CHECK_RTOL) * chosen
+    if log is not None:
+        log(
+            f"leave-one-out error of the selected points {chosen:.4g}, of as many random points {random:.4g}: "
+            f"the {'random' if wins else 'selected'} points"
+        )
+    return wins
 
 
 def stratified_subset(groups, size: int, rng: np.random.Generator, min_per_group: int = 2) -> np.ndarray:

@@ -42,8 +42,7 @@ from . import _base
 from ._base import (
     KernelClassifier,
     KernelExpansion,
-    _model_lambdas,
-    _model_press,
+    _path_press,
     class_moments,
     cut_from_moments,
 )
@@ -227,10 +226,8 @@ def fit_on_subset(estimator, X, y, size: int):
                 drawn = np.sort(rng.choice(rows.shape[0], size=sets[k].shape[0], replace=False))
                 mine = refit_on_rows(data.kernel, X_sub, targets[g], sets[k], penalty, lambdas)
                 theirs = refit_on_rows(data.kernel, X_sub, targets[g], drawn, penalty, lambdas)
-                chosen = sum(float(r.press.min()) for r in mine)
-                random = sum(float(r.press.min()) for r in theirs)
-                checks[k] = np.array([chosen, random])
-                if random < (1.0 - _base.RANDOM_CHECK_RTOL) * chosen:
+                checks[k] = np.array([sum(float(r.press.min()) for r in refits) for refits in (mine, theirs)])
+                if _base.random_points_win(*checks[k], estimator._log):
                     sets[k], kinds[k] = drawn, "random"
         points, out = {}, [None] * n_models
         progress = estimator._progress(2 * len(groups) * len(data.x_parts), "chunk passes")
@@ -304,10 +301,9 @@ def random_check_on_chunks(estimator, data: DaskTrainingSet, expansions: list, r
         m = np.asarray(e.support).shape[0]
         drawn = np.sort(rng.choice(data.n, size=m, replace=False))
         X_drawn = data.take_rows(drawn)
-        candidate = _refit_on_chunks(data, X_drawn, n_models, penalty, regulariser, _model_lambdas(e))
-        chosen, random = _model_press(e), float(candidate[1][t].min())
-        check = np.array([chosen, random])
-        if random < (1.0 - _base.RANDOM_CHECK_RTOL) * chosen:
+        candidate = _refit_on_chunks(data, X_drawn, n_models, penalty, regulariser, e.info["loo_lambdas"])
+        check = np.array([_path_press(e), float(candidate[1][t].min())])
+        if _base.random_points_win(*check, estimator._log):
             out[t] = _expansion(estimator, t, e, None, drawn, candidate, cut, data.n)
             out[t].info["landmarks"] = "random"
             points.update({int(i): row for i, row in zip(drawn, X_drawn)})
