@@ -48,7 +48,6 @@ from ._base import (
 )
 from ._dask import DaskTrainingSet, SupportRows, merge_moment_arrays, output_stats
 from ._loo import (
-    _HAT_MARGIN,
     RefitSums,
     refit_lambdas,
     refit_on_rows,
@@ -112,7 +111,7 @@ def _chunk_outputs(x, y, classes, n_models, kernel, points, solution):
         for lo, hi in row_blocks(x.shape[0], points.shape[0]):
             H, fits = solution.block_fits(kernel, x[lo:hi], points)
             target = Y[:, lo:hi].T[:, :, None]
-            resid = (target - fits) / np.maximum(1.0 - H[:, None, :], _HAT_MARGIN)
+            resid = solution.loo_residuals(Y[:, lo:hi], H, fits)
             press += np.einsum("itg,itg->tg", resid, resid)
             train = merge_moment_arrays(train, _moments_by_target(fits, Y[:, lo:hi]))
             loo = merge_moment_arrays(loo, _moments_by_target(target - resid, Y[:, lo:hi]))

@@ -524,6 +524,11 @@ class RefitSolution:
         fits += self.y_mean[None, :, None]
         return H, fits
 
+    @staticmethod
+    def loo_residuals(Y_block: np.ndarray, hat: np.ndarray, fits: np.ndarray) -> np.ndarray:
+        """Leave-one-out residuals (rows × c × g) of :meth:`block_fits`'s output for the block's targets (c × rows)."""
+        return (Y_block.T[:, :, None] - fits) / np.maximum(1.0 - hat[:, None, :], _HAT_MARGIN)
+
     def coefficients(self, best: np.ndarray):
         """α (m × c) and b (c,) of each target at its λ index ``best[t]``."""
         chosen = self.T.T * self.inv[:, best]
@@ -624,7 +629,7 @@ def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, pen
     press = np.zeros((c, g))
     for lo, hi in blocks:
         hat, fits = sol.block_fits(kernel, X[lo:hi], points, out=buffer[: hi - lo], values=values)
-        resid = (Y2[:, lo:hi].T[:, :, None] - fits) / np.maximum(1.0 - hat[:, None, :], _HAT_MARGIN)
+        resid = sol.loo_residuals(Y2[:, lo:hi], hat, fits)
         press += np.einsum("itg,itg->tg", resid, resid)
         if store:
             H[lo:hi], F[lo:hi] = hat, fits
