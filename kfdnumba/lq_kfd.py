@@ -117,6 +117,9 @@ __all__ = ["LqKFD"]
 AUTO_RHOS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
 #: ``rho="auto"`` keeps the sparsest ρ whose leave-one-out error is within this fraction of the best.
 AUTO_RHO_RTOL = 0.01
+#: ``q="auto"`` (with ``rho="auto"``): the exponents priced at each ρ; the first, the paper's convex case, leads
+#: the warm-started chain and every other q starts from its fit at the same ρ.
+AUTO_QS = (1.0, 0.5)
 #: ``solver="auto"``: the exact path up to this many training points, the low-rank one above.
 AUTO_EXACT_MAX_N = 1000
 #: ``solver="auto"``: back to the exact path (when it fits in memory) if the factor would need more than this
@@ -608,7 +611,8 @@ class LqKFD(SparseKernelClassifier):
         over the whole path, with its ridge coefficients (λ by leave-one-out:
         ``loo_lambda_``), its cut and probabilities from the leave-one-out
         outputs ("relaxed" kFDA_q: the Lq penalty selects, the ridge fits).
-        ``rho_path_`` holds (ρ, PRESS, retained by the fit, best prefix) per ρ.
+        ``rho_path_`` holds (ρ, PRESS, retained by the fit, best prefix, q) per
+        fit of the path.
         A leave-one-out value of the reweighted fixed point itself (weights
         held fixed) was tried first and rejected: optimistic for small ρ,
         whose tiny weights act as a selection it does not redo per left-out
@@ -704,7 +708,7 @@ class LqKFD(SparseKernelClassifier):
     """
 
     rho: float | str = "auto"
-    q: float = 1.0
+    q: float | str = 1.0
     tol: float = 1e-5
     max_iter: int = 1000
     penalize_bias: bool = True
@@ -717,7 +721,7 @@ class LqKFD(SparseKernelClassifier):
 
     _parameter_constraints: ClassVar[dict] = {
         "rho": [Interval("real", 0, None, "neither"), Options(("auto",))],
-        "q": [Interval("real", 0, 1, "right")],
+        "q": [Interval("real", 0, 1, "right"), Options(("auto",))],
         "tol": [Interval("real", 0, None, "left")],
         "max_iter": [Interval("int", 1, None)],
         "penalize_bias": [Options((True, False))],
@@ -807,7 +811,9 @@ class LqKFD(SparseKernelClassifier):
         state = (np.arange(n + 1, dtype=np.int64), np.ones(n + 1))  # no zero entry: first iterate = ridge
         if self.rho == "auto":
             return self._fit_rho_path(gram, y, targets, state)
-        run = self._majorize_minimize(gram, targets, float(self.rho), *state)
+        run = self._majorize_minimize(
+            gram, targets, float(self.rho), 1.0 if self.q == "auto" else float(self.q), *state
+        )
         active, omega, outputs = run["active"], run["omega"], run["outputs"]
         pos = y > 0
         if not outputs[pos].mean() > outputs[~pos].mean():
@@ -848,43 +854,57 @@ class LqKFD(SparseKernelClassifier):
     def _fit_rho_path(self, gram, y, targets, state) -> KernelExpansion:
         """``rho="auto"``: kFDA_q along ``AUTO_RHOS`` (warm-started), each support priced by leave-one-out.
 
-        Every ρ's retained samples, largest ``|α|`` first, go through one
+        Every fit's retained samples, largest ``|α|`` first, go through one
         :class:`kfdnumba._loo.LooPath` (:func:`_support_loo`; their kernel
         columns from ``gram.columns``: K on the exact path, computed from X on
-        the low-rank one): the best prefix and λ of each ρ, and its PRESS. The
-        model is the smallest one whose PRESS is within ``AUTO_RHO_RTOL`` of
-        the best over the whole path: the ridge fit on that prefix (λ by
-        leave-one-out), its cut and probabilities from the leave-one-out
-        outputs.
+        the low-rank one): the best prefix and λ of each fit, and its PRESS.
+        With ``q="auto"`` every ρ is fitted for each q of ``AUTO_QS`` (q < 1
+        warm-started from the q = 1 fit at that ρ). The model is the smallest
+        one whose PRESS is within ``AUTO_RHO_RTOL`` of the best over the whole
+        path (then the larger ρ, then the larger q): the ridge fit on that
+        prefix (λ by leave-one-out), its cut and probabilities from the
+        leave-one-out outputs.
         """
         ypm = np.where(y > 0, 1.0, -1.0)
+        qs = AUTO_QS if self.q == "auto" else (float(self.q),)
+        chains = {qs[0]: state}  # the warm start of the chain
         rho_path, picks = [], []
         for rho in AUTO_RHOS:
-            run = self._majorize_minimize(gram, targets, float(rho), *state, need_outputs=False)
-            state = (run["active"], run["omega"])
-            if not np.any(run["active"] > 0):
-                break  # every α pruned: larger ρ cannot bring one back
-            path = _support_loo(gram.columns, ypm, run["active"], run["omega"])
-            choice = path.choice()
-            press = float(choice.press_path[choice.size].min())
-            kept = int(np.count_nonzero(run["active"]))
-            rho_path.append((rho, press, kept, choice.size))
-            picks.append((run, path, choice))
-            self._log(f"rho = {rho:.3g}: {kept} retained, best prefix {choice.size}, mean squared LOO {press:.4g}")
+            for q in qs:
+                start = chains[qs[0]]  # q < 1: from the convex fit at this ρ (a cheap, small active set)
+                if start is None:
+                    continue
+                run = self._majorize_minimize(gram, targets, float(rho), q, *start, need_outputs=False)
+                if not np.any(run["active"] > 0):
+                    if q == qs[0]:
+                        chains[q] = None  # every α pruned: larger ρ cannot bring one back
+                    continue
+                if q == qs[0]:
+                    chains[q] = (run["active"], run["omega"])
+                path = _support_loo(gram.columns, ypm, run["active"], run["omega"])
+                choice = path.choice()
+                press = float(choice.press_path[choice.size].min())
+                kept = int(np.count_nonzero(run["active"]))
+                rho_path.append((rho, press, kept, choice.size, q))
+                picks.append((run, path, choice))
+                self._log(
+                    f"rho = {rho:.3g}, q = {q:g}: {kept} retained, best prefix {choice.size}, mean squared LOO {press:.4g}"
+                )
         if not picks:
             raise ValueError("LqKFD pruned every coefficient at every rho of the path (degenerate data or sigma).")
         table = np.asarray(rho_path)
         near = np.flatnonzero(table[:, 1] <= (1.0 + AUTO_RHO_RTOL) * table[:, 1].min())
-        pick = int(near[np.lexsort((-near, table[near, 3]))[0]])  # fewest points, then the larger ρ
+        pick = int(near[np.lexsort((-table[near, 4], -table[near, 0], table[near, 3]))[0]])  # fewest, larger ρ, q
         run, path, choice = picks[pick]
-        self._log(f"leave-one-out: rho = {AUTO_RHOS[pick]:.3g}, {choice.size} points, lambda = {choice.lam:.3g}")
-        info = {**self._run_info(gram, run), "rho_path": table, "loo_rho": AUTO_RHOS[pick]}
+        rho, q = float(table[pick, 0]), float(table[pick, 4])
+        self._log(f"leave-one-out: rho = {rho:.3g}, q = {q:g}, {choice.size} points, lambda = {choice.lam:.3g}")
+        info = {**self._run_info(gram, run), "rho_path": table, "loo_rho": rho, "loo_q": q}
         expansion = loo_expansion(choice, path.indices[: choice.size], y > 0, self.threshold, info)
         order = np.argsort(expansion.support)  # alpha_ follows support_ (increasing indices)
         expansion.info.update(alpha=expansion.coef[order], bias=expansion.intercept, threshold=expansion.threshold)
         return expansion
 
-    def _majorize_minimize(self, gram, targets, rho, active, omega, need_outputs=True) -> dict:
+    def _majorize_minimize(self, gram, targets, rho, q, active, omega, need_outputs=True) -> dict:
         """Eq. (8) iterations from ``(active, omega)`` until J settles: the kFDA_q fit for one ρ.
 
         The one loop of both paths: ``gram`` (:class:`_ExactGram` or
@@ -892,7 +912,7 @@ class LqKFD(SparseKernelClassifier):
         exact path, the outputs on the way).
         """
         n = gram.n
-        q, rho_l = float(self.q), rho * n
+        rho_l = rho * n
         penalize = bool(self.penalize_bias)
 
         def objective(trial_active, trial_omega):  # J (and the outputs, exact path) of a pruned iterate

@@ -187,8 +187,8 @@ def test_lq_kfd_rho_path_model_is_the_loo_ridge_on_its_best_prefix():
     np.testing.assert_allclose(scale, scale[0], rtol=1e-7)
     np.testing.assert_allclose(model.loo_output_, scale[0] * loo, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(model.bias_, scale[0] * b, rtol=1e-7, atol=1e-9)
-    table = model.rho_path_  # (ρ, PRESS, retained by the fit, best prefix) per ρ
-    assert table.shape[1] == 4 and np.all(table[:, 3] <= table[:, 2])
+    table = model.rho_path_  # (ρ, PRESS, retained by the fit, best prefix, q) per ρ
+    assert table.shape[1] == 5 and np.all(table[:, 4] == 0.5) and np.all(table[:, 3] <= table[:, 2])
     best = table[:, 1].min()
     near = table[:, 1] <= 1.01 * best
     assert model.n_retained_ == table[near, 3].min()  # the fewest points within 1 % of the best PRESS

@@ -609,3 +609,29 @@ def test_lowrank_memory_budget_refused():
     X, y = two_blobs(n=200)
     with pytest.raises(ValueError, match=r"low-rank path with 200 training points and max_rank=150.*max_memory_gb"):
         LqKFD(solver="lowrank", max_rank=150, max_memory_gb=1e-4).fit(X, y)
+
+
+# ---------------------------------------------------------------------- q="auto"
+def test_q_auto_prices_both_exponents_and_picks_by_the_rho_rule():
+    X, y = two_blobs(n=120, seed=6)
+    convex = _LqKFD(sigma=1.0).fit(X, y)  # q = 1.0, the default
+    auto = _LqKFD(sigma=1.0, q="auto").fit(X, y)
+    table = auto.rho_path_  # (ρ, PRESS, retained, best prefix, q)
+    assert set(table[:, 4]) == set(lq_module.AUTO_QS)
+    # the q = 1 chain is the default's path, fit for fit
+    np.testing.assert_allclose(table[table[:, 4] == 1.0], convex.rho_path_, rtol=1e-12)
+    # every q < 1 fit starts from the q = 1 fit at its ρ: the Lq penalty only prunes further
+    for rho in table[table[:, 4] == 0.5, 0]:
+        kept = table[(table[:, 0] == rho), 2]
+        assert kept[1] <= kept[0]
+    near = table[:, 1] <= (1.0 + lq_module.AUTO_RHO_RTOL) * table[:, 1].min()
+    assert auto.n_retained_ == table[near, 3].min()
+    assert auto.loo_q_ in lq_module.AUTO_QS and auto.loo_rho_ in lq_module.AUTO_RHOS
+
+
+def test_q_auto_with_a_fixed_rho_is_the_convex_model():
+    X, y = two_blobs(n=60, seed=7)
+    auto = _LqKFD(sigma=1.0, rho=1e-3, q="auto").fit(X, y)
+    convex = _LqKFD(sigma=1.0, rho=1e-3, q=1.0).fit(X, y)
+    np.testing.assert_array_equal(auto.support_, convex.support_)
+    np.testing.assert_array_equal(auto.alpha_, convex.alpha_)
