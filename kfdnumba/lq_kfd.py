@@ -121,7 +121,9 @@ AUTO_RHO_RTOL = 0.01
 #: the warm-started chain and every other q starts from its fit at the same ρ.
 AUTO_QS = (1.0, 0.5)
 #: ``solver="auto"``: the exact path up to this many training points, the low-rank one above.
-AUTO_EXACT_MAX_N = 1000
+#: 500: on Banana-like data (σ = 0.7, r ≈ 150-175) the low-rank path was faster from 700 points (ℓ = 700
+#: 101 against 127 ms, ℓ = 1000 138 against 235 ms, the same model) and slower at 400 (52 against 40 ms).
+AUTO_EXACT_MAX_N = 500
 #: ``solver="auto"``: back to the exact path (when it fits in memory) if the factor would need more than this
 #: fraction of ℓ columns (the low-rank path then costs as much as the exact one).
 AUTO_MAX_RANK_FRACTION = 0.25
@@ -207,42 +209,33 @@ def _outputs_and_objective(K, yhat, active, omega, penalty_weight, q, penalize_b
     return 0.5 * misfit + penalty_weight * penalty
 
 
-@jit(parallel=False)
-def _prune_active_set(active, omega, prune_tol, penalize_bias):
-    """Drop the coefficients with ``|ω_r| ≤ prune_tol · max |α|`` (and exact zeros).
+@jit
+def _pruned_outputs_and_objective(
+    K, yhat, base, removed, removed_omega, kept, kept_omega, penalty_weight, q, penalize_bias, out
+):
+    """:func:`_outputs_and_objective` of a pruned iterate from the unpruned outputs ``base``, in O(ℓk).
 
-    The maximum runs over the α entries (the bias excluded); an exempt bias is
-    always kept. Returns the compacted ``(active, omega)``.
+    ``out = base - K̃[:, removed] ω_removed`` (k = the removed count, small: the
+    pruning candidates) and J with the penalty over the kept entries.
     """
-    largest = 0.0
-    for r in range(active.shape[0]):
-        if active[r] != 0:
-            largest = max(largest, np.abs(omega[r]))
-    return _keep_above(active, omega, prune_tol * largest, penalize_bias)
-
-
-@jit(parallel=False)
-def _keep_above(active, omega, cut, penalize_bias):
-    """Keep the entries with ``|ω_r| > cut`` (and an exempt bias); return the compacted ``(active, omega)``."""
-    m = active.shape[0]
-    keep = np.empty(m, dtype=np.bool_)
-    count = 0
-    for r in range(m):
-        if active[r] == 0 and not penalize_bias:
-            keep[r] = True
-        else:
-            keep[r] = np.abs(omega[r]) > cut
-        if keep[r]:
-            count += 1
-    new_active = np.empty(count, dtype=active.dtype)
-    new_omega = np.empty(count)
-    k = 0
-    for r in range(m):
-        if keep[r]:
-            new_active[k] = active[r]
-            new_omega[k] = omega[r]
-            k += 1
-    return new_active, new_omega
+    n = K.shape[0]
+    k = removed.shape[0]
+    squares = np.empty(n)
+    for i in numba.prange(n):
+        s = base[i]
+        for r in range(k):
+            j = removed[r]
+            if j == 0:
+                s -= removed_omega[r]
+            else:
+                s -= K[i, j - 1] * removed_omega[r]
+        out[i] = s
+        d = yhat[i] - s
+        squares[i] = d * d
+    misfit = 0.0
+    for i in range(n):
+        misfit += squares[i]
+    return 0.5 * misfit + penalty_weight * _lq_penalty(kept, kept_omega, q, penalize_bias)
 
 
 @jit(parallel=False)
@@ -315,8 +308,10 @@ def _monotone_prune(active, omega, prune_tol, penalize_bias, j_new, objective):
     of them go if J does not rise; otherwise the smallest-first prefix is
     bisected for the longest one that keeps J from rising. (All-or-nothing
     would let one small coefficient that belongs to the optimum block every
-    dying one for good.) ``objective(active, omega)`` returns
-    ``(J, outputs)``; returns ``(active, omega, J, outputs)`` of the pruning kept.
+    dying one for good.) ``objective(kept_active, kept_omega, removed_active,
+    removed_omega)`` returns ``(J, outputs)`` of the pruned iterate (from the
+    unpruned one's outputs, in O(ℓk) on the exact path); returns ``(active,
+    omega, J, outputs)`` of the pruning kept.
     """
     is_alpha = active != 0
     largest = np.max(np.abs(omega[is_alpha]), initial=0.0)
@@ -328,10 +323,12 @@ def _monotone_prune(active, omega, prune_tol, penalize_bias, j_new, objective):
     if cuts.shape[0] == 0:
         return None
 
+    exempt = (active == 0) if not penalize_bias else np.zeros(active.shape[0], dtype=bool)
+
     def attempt(k):  # prune the k smallest candidates (ties at the cut go together)
-        kept_active, kept_omega = _keep_above(active, omega, cuts[k - 1], penalize_bias)
-        j_pruned, outputs = objective(kept_active, kept_omega)
-        return (kept_active, kept_omega, j_pruned, outputs) if j_pruned <= j_new else None
+        keep = (magnitudes > cuts[k - 1]) | exempt
+        j_pruned, outputs = objective(active[keep], omega[keep], active[~keep], omega[~keep])
+        return (active[keep], omega[keep], j_pruned, outputs) if j_pruned <= j_new else None
 
     best = attempt(cuts.shape[0])
     if best is not None:
@@ -522,6 +519,27 @@ class _ExactGram:
         )
         return j, outputs
 
+    def pruned_objective(
+        self, targets, base, kept, kept_omega, removed, removed_omega, penalty_weight, q, penalize_bias
+    ):
+        """:meth:`objective` of a pruned iterate from the unpruned outputs ``base`` (O(ℓk), k removed)."""
+        outputs = np.empty(self.n)
+        j = _pruned_outputs_and_objective.run(
+            self.n * removed.shape[0],
+            self.K,
+            targets.yhat,
+            base,
+            removed,
+            removed_omega,
+            kept,
+            kept_omega,
+            penalty_weight,
+            q,
+            penalize_bias,
+            outputs,
+        )
+        return j, outputs
+
     def outputs(self, targets, active, omega):
         return self.objective(targets, active, omega, 0.0, 1.0, False)[1]
 
@@ -581,6 +599,12 @@ class _LowRankGram:
         d = targets.coordinates - self._coordinates(active, omega)
         misfit = targets.misfit_floor + float(d @ d)
         return 0.5 * misfit + penalty_weight * _lq_penalty(active, omega, q, penalize_bias), None
+
+    def pruned_objective(
+        self, targets, base, kept, kept_omega, removed, removed_omega, penalty_weight, q, penalize_bias
+    ):
+        """:meth:`objective` of the pruned iterate (O(m r) already: computed afresh)."""
+        return self.objective(targets, kept, kept_omega, penalty_weight, q, penalize_bias)
 
     def outputs(self, targets, active, omega):
         """Training outputs ``f = Q u`` (O(ℓr))."""
@@ -656,12 +680,12 @@ class LqKFD(SparseKernelClassifier):
         ``lowrank_tol → 0`` and r = ℓ it is the exact path, otherwise the
         model of the kernel matrix ``GGᵀ``, whose entries are within
         ``lowrank_tol`` of K's. "auto": exact up to ``AUTO_EXACT_MAX_N``
-        (1000) points, low rank above, where it was measured faster at the
-        same test error and retained count (Banana-like data, σ = 0.7,
-        r ≈ 175–200: ℓ = 1000 0.35 s against 0.83 s, ℓ = 3000 2.5 s against
-        16 s with ``rho="auto"``); except that when the factor would need
-        more than a quarter of ℓ columns (then no faster) and the exact path
-        fits in memory, exact.
+        (500) points, low rank above, where it was measured faster with the
+        same model (Banana-like data, σ = 0.7, r ≈ 150–200, ``rho="auto"``:
+        ℓ = 700 101 ms against 127 ms, ℓ = 1000 138 against 235 ms, ℓ = 3000
+        2.5 s against 16 s); except that when the factor would need more than
+        a quarter of ℓ columns (then no faster: USPS, d = 256) and the exact
+        path fits in memory, exact.
     max_rank : int, default 1000
         Most columns of the low-rank factor (r ≤ ``max_rank``): reached before
         ``lowrank_tol``, the factor is coarser than asked (``rank_`` tells).
@@ -740,7 +764,7 @@ class LqKFD(SparseKernelClassifier):
     #: σ only: ρ, the size and λ are chosen by leave-one-out (the harness on Banana: σ multiple 0.5, ≈ 0.7).
     demo_params: ClassVar[dict] = {"sigma": 0.7}
 
-    #: The exact solver's limit (``AUTO_EXACT_MAX_N``): the ρ path on a subset runs exact.
+    #: The ρ path runs on at most 1000 rows (low rank where K's numerical rank is below 250, else exact).
     auto_selection_rows: ClassVar[int] = 1000
 
     def _refit_spec(self):
@@ -887,9 +911,7 @@ class LqKFD(SparseKernelClassifier):
                 kept = int(np.count_nonzero(run["active"]))
                 rho_path.append((rho, press, kept, choice.size, q))
                 picks.append((run, path, choice))
-                self._log(
-                    f"rho = {rho:.3g}, q = {q:g}: {kept} retained, best prefix {choice.size}, mean squared LOO {press:.4g}"
-                )
+                self._log(f"rho = {rho:.3g}, q = {q:g}: {kept} retained, best prefix {choice.size}, LOO {press:.4g}")
         if not picks:
             raise ValueError("LqKFD pruned every coefficient at every rho of the path (degenerate data or sigma).")
         table = np.asarray(rho_path)
@@ -915,8 +937,8 @@ class LqKFD(SparseKernelClassifier):
         rho_l = rho * n
         penalize = bool(self.penalize_bias)
 
-        def objective(trial_active, trial_omega):  # J (and the outputs, exact path) of a pruned iterate
-            return gram.objective(targets, trial_active, trial_omega, rho_l, q, penalize)
+        def pruned(kept, kept_omega, removed, removed_omega):  # J (and the outputs, exact path) of a pruned iterate
+            return gram.pruned_objective(targets, outputs, kept, kept_omega, removed, removed_omega, rho_l, q, penalize)
 
         j_history, active_history, elapsed_history = [], [], []
         progress = self._progress(self.max_iter, "iterations")
@@ -936,12 +958,12 @@ class LqKFD(SparseKernelClassifier):
             omega = psi * v
             if not np.isfinite(omega).all():
                 raise ValueError(f"LqKFD diverged (non-finite coefficients) for rho={rho:g}; increase rho.")
-            j_new, outputs = objective(active, omega)
+            j_new, outputs = gram.objective(targets, active, omega, rho_l, q, penalize)
             # Pruning is not an MM step: keep only a pruning that does not raise J,
             # so that J never increases (the rest shrink further first).
-            pruned = _monotone_prune(active, omega, float(self.prune_tol), penalize, j_new, objective)
-            if pruned is not None:
-                active, omega, j_new, outputs = pruned
+            kept = _monotone_prune(active, omega, float(self.prune_tol), penalize, j_new, pruned)
+            if kept is not None:
+                active, omega, j_new, outputs = kept
             j_history.append(j_new)
             elapsed_history.append(time.perf_counter() - start)
             self._log(f"iteration {iteration}: J = {j_new:.10g}, active set {active.shape[0]}")

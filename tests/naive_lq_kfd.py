@@ -63,16 +63,6 @@ def naive_scaled_system(K, active, psi, ridge):
     return psi[:, None] * G[np.ix_(active, active)] * psi[None, :] + np.diag(ridge)
 
 
-def naive_prune(active, omega, prune_tol, penalize_bias):
-    """Keep |ω_r| > prune_tol · max|α| (an exempt bias always kept)."""
-    is_alpha = active != 0
-    largest = np.max(np.abs(omega[is_alpha]), initial=0.0)
-    keep = np.abs(omega) > prune_tol * largest
-    if not penalize_bias:
-        keep |= active == 0
-    return active[keep], omega[keep]
-
-
 def naive_monotone_prune(K, yhat, omega, dead, j_new, rho, q, penalize_bias):
     """Zero all ``dead`` coefficients if J does not rise, else the longest smallest-first
     prefix of them that keeps J from rising (bisection over the prefix length)."""

@@ -18,7 +18,6 @@ from naive_lq_kfd import (  # noqa: E402
     naive_majorizer_scaling,
     naive_objective,
     naive_pivoted_cholesky,
-    naive_prune,
     naive_scaled_system,
     naive_targets,
 )
@@ -41,7 +40,7 @@ from kfdnumba.lq_kfd import (  # noqa: E402
     _outputs_and_objective,
     _pivoted_cholesky,
     _pivoted_cholesky_column,
-    _prune_active_set,
+    _pruned_outputs_and_objective,
     _scaled_active_system,
     _solve_scaled,
     _woodbury_solve,
@@ -116,16 +115,26 @@ def test_outputs_and_objective_match_naive(rng, penalize_bias, variant):
     np.testing.assert_allclose(out, np.column_stack([np.ones(n), K]) @ full, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("variant", ["parallel", "serial"])
 @pytest.mark.parametrize("penalize_bias", [True, False])
-def test_prune_matches_naive(rng, penalize_bias):
-    active = random_active(rng, 50, 20, with_bias=True)
-    omega = rng.standard_normal(active.shape[0]) * 10.0 ** rng.uniform(-8, 0, active.shape[0])
-    omega[0] = 1e-9  # a tiny bias: pruned only when it is penalised
-    got_active, got_omega = _prune_active_set(active, omega, 1e-4, penalize_bias)
-    ref_active, ref_omega = naive_prune(active, omega, 1e-4, penalize_bias)
-    np.testing.assert_array_equal(got_active, ref_active)
-    np.testing.assert_array_equal(got_omega, ref_omega)
-    assert (0 in got_active) == (not penalize_bias)
+def test_pruned_objective_equals_the_objective_of_the_kept_entries(rng, variant, penalize_bias):
+    n = 40
+    K = rbf_gram(rng.standard_normal((n, 2)))
+    yhat = rng.standard_normal(n)
+    active = random_active(rng, n, 18, with_bias=True)
+    omega = rng.standard_normal(active.shape[0])
+    base = np.empty(n)
+    _outputs_and_objective(K, yhat, active, omega, 0.01 * n, 0.5, penalize_bias, base)
+    keep = rng.random(active.shape[0]) < 0.6
+    keep[1] = False
+    keep[0] = not keep[0]  # the bias removed in one case, kept in the other
+    kernel = _pruned_outputs_and_objective if variant == "parallel" else _pruned_outputs_and_objective.serial
+    out = np.empty(n)
+    J = kernel(K, yhat, base, active[~keep], omega[~keep], active[keep], omega[keep], 0.01 * n, 0.5, penalize_bias, out)
+    full = np.zeros(n + 1)
+    full[active[keep]] = omega[keep]
+    assert J == pytest.approx(naive_objective(K, yhat, full, 0.01, 0.5, penalize_bias), rel=1e-12)
+    np.testing.assert_allclose(out, np.column_stack([np.ones(n), K]) @ full, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("penalize_bias", [True, False])
@@ -136,7 +145,8 @@ def test_monotone_prune_bisects_past_a_blocking_coefficient(penalize_bias):
     omega = np.array([0.5, 1.0, -0.8, 1e-9, 2e-8, -3e-7, 4e-6, 5e-5, 6e-5, 9e-4])
     blocker = 9  # the largest candidate
 
-    def objective(a, w):
+    def objective(a, w, removed, removed_omega):
+        assert np.array_equal(np.sort(np.concatenate([a, removed])), active)
         j = 10.0 - 0.1 * np.count_nonzero(~np.isin(np.arange(3, 9), a)) + (5.0 if blocker not in a else 0.0)
         return j, np.full(4, j)
 
