@@ -309,9 +309,9 @@ def _monotone_prune(active, omega, prune_tol, penalize_bias, j_new, objective):
     bisected for the longest one that keeps J from rising. (All-or-nothing
     would let one small coefficient that belongs to the optimum block every
     dying one for good.) ``objective(kept_active, kept_omega, removed_active,
-    removed_omega)`` returns ``(J, outputs)`` of the pruned iterate (from the
-    unpruned one's outputs, in O(ℓk) on the exact path); returns ``(active,
-    omega, J, outputs)`` of the pruning kept.
+    removed_omega)`` returns ``(J, state)`` of the pruned iterate (updated from
+    the unpruned one's in O(ℓk), or O(rk) on the low-rank path); returns
+    ``(active, omega, J, state)`` of the pruning kept.
     """
     is_alpha = active != 0
     largest = np.max(np.abs(omega[is_alpha]), initial=0.0)
@@ -512,7 +512,7 @@ class _ExactGram:
             return _solve_scaled(system, rhs)
 
     def objective(self, targets, active, omega, penalty_weight, q, penalize_bias):
-        """Return ``(J, f)``: eq. (5) and the training outputs ``f = K̃ω`` (O(ℓm))."""
+        """Return ``(J, f)``: eq. (5) and the training outputs ``f = K̃ω`` (O(ℓm)), the state of the iterate."""
         outputs = np.empty(self.n)
         j = _outputs_and_objective.run(
             self.n * active.shape[0], self.K, targets.yhat, active, omega, penalty_weight, q, penalize_bias, outputs
@@ -522,7 +522,7 @@ class _ExactGram:
     def pruned_objective(
         self, targets, base, kept, kept_omega, removed, removed_omega, penalty_weight, q, penalize_bias
     ):
-        """:meth:`objective` of a pruned iterate from the unpruned outputs ``base`` (O(ℓk), k removed)."""
+        """:meth:`objective` of a pruned iterate from the unpruned one's outputs ``base`` (O(ℓk), k removed)."""
         outputs = np.empty(self.n)
         j = _pruned_outputs_and_objective.run(
             self.n * removed.shape[0],
@@ -540,8 +540,9 @@ class _ExactGram:
         )
         return j, outputs
 
-    def outputs(self, targets, active, omega):
-        return self.objective(targets, active, omega, 0.0, 1.0, False)[1]
+    def outputs(self, state):
+        """Training outputs of the iterate whose :meth:`objective` state this is: the outputs themselves."""
+        return state
 
 
 @dataclass
@@ -594,22 +595,28 @@ class _LowRankGram:
         _gathered_coordinates.run(active.shape[0] * u.shape[0], self.P, active, omega, u)
         return u
 
-    def objective(self, targets, active, omega, penalty_weight, q, penalize_bias):
-        """Return ``(J, None)``: ``‖ŷ - Qu‖² = floor + ‖z - u‖²`` with ``u = P_Aᵀω_A``, O(m r), no outputs."""
-        d = targets.coordinates - self._coordinates(active, omega)
+    def _objective_of(self, targets, u, active, omega, penalty_weight, q, penalize_bias):
+        d = targets.coordinates - u
         misfit = targets.misfit_floor + float(d @ d)
-        return 0.5 * misfit + penalty_weight * _lq_penalty(active, omega, q, penalize_bias), None
+        return 0.5 * misfit + penalty_weight * _lq_penalty(active, omega, q, penalize_bias), u
+
+    def objective(self, targets, active, omega, penalty_weight, q, penalize_bias):
+        """Return ``(J, u)``: ``‖ŷ - Qu‖² = floor + ‖z - u‖²`` with ``u = P_Aᵀω_A`` (the state), O(m r)."""
+        return self._objective_of(
+            targets, self._coordinates(active, omega), active, omega, penalty_weight, q, penalize_bias
+        )
 
     def pruned_objective(
         self, targets, base, kept, kept_omega, removed, removed_omega, penalty_weight, q, penalize_bias
     ):
-        """:meth:`objective` of the pruned iterate (O(m r) already: computed afresh)."""
-        return self.objective(targets, kept, kept_omega, penalty_weight, q, penalize_bias)
+        """:meth:`objective` of a pruned iterate from the unpruned one's ``u`` (``base``): O(k r), k removed."""
+        u = base - self._coordinates(removed, removed_omega)
+        return self._objective_of(targets, u, kept, kept_omega, penalty_weight, q, penalize_bias)
 
-    def outputs(self, targets, active, omega):
-        """Training outputs ``f = Q u`` (O(ℓr))."""
+    def outputs(self, state):
+        """Training outputs ``f = Q u`` of the iterate whose :meth:`objective` state is u (O(ℓr))."""
         full = np.zeros(self.n)
-        full[: self.P.shape[1]] = self._coordinates(active, omega)
+        full[: self.P.shape[1]] = state
         return _apply_q(self.qr, self.tau, full, "N")
 
 
@@ -937,14 +944,14 @@ class LqKFD(SparseKernelClassifier):
         rho_l = rho * n
         penalize = bool(self.penalize_bias)
 
-        def pruned(kept, kept_omega, removed, removed_omega):  # J (and the outputs, exact path) of a pruned iterate
-            return gram.pruned_objective(targets, outputs, kept, kept_omega, removed, removed_omega, rho_l, q, penalize)
+        def pruned(kept, kept_omega, removed, removed_omega):  # J and state of a pruned iterate
+            return gram.pruned_objective(targets, state, kept, kept_omega, removed, removed_omega, rho_l, q, penalize)
 
         j_history, active_history, elapsed_history = [], [], []
         progress = self._progress(self.max_iter, "iterations")
         start = time.perf_counter()
         j_old = np.inf
-        outputs = None
+        state = None  # of the iterate: its outputs (exact path) or its coordinates u (low rank)
         for iteration in range(1, self.max_iter + 1):
             active_history.append(active.shape[0])
             psi, ridge = _majorizer_scaling(active, omega, q, rho_l * q, penalize)
@@ -958,12 +965,12 @@ class LqKFD(SparseKernelClassifier):
             omega = psi * v
             if not np.isfinite(omega).all():
                 raise ValueError(f"LqKFD diverged (non-finite coefficients) for rho={rho:g}; increase rho.")
-            j_new, outputs = gram.objective(targets, active, omega, rho_l, q, penalize)
+            j_new, state = gram.objective(targets, active, omega, rho_l, q, penalize)
             # Pruning is not an MM step: keep only a pruning that does not raise J,
             # so that J never increases (the rest shrink further first).
             kept = _monotone_prune(active, omega, float(self.prune_tol), penalize, j_new, pruned)
             if kept is not None:
-                active, omega, j_new, outputs = kept
+                active, omega, j_new, state = kept
             j_history.append(j_new)
             elapsed_history.append(time.perf_counter() - start)
             self._log(f"iteration {iteration}: J = {j_new:.10g}, active set {active.shape[0]}")
@@ -971,13 +978,11 @@ class LqKFD(SparseKernelClassifier):
             if abs(j_old - j_new) < self.tol * abs(j_old):
                 break
             j_old = j_new
-        if outputs is None and need_outputs:
-            outputs = gram.outputs(targets, active, omega)
         return {
             "rho": rho,
             "active": active,
             "omega": omega,
-            "outputs": outputs,
+            "outputs": gram.outputs(state) if need_outputs else None,
             "j_history": j_history,
             "active_history": active_history,
             "elapsed_history": elapsed_history,

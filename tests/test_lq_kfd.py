@@ -559,9 +559,17 @@ def test_lowrank_gram_is_k_tilde_of_the_factor(rng):
     omega = rng.standard_normal(active.shape[0])
     full = np.zeros(n + 1)
     full[active] = omega
-    j, _ = gram.objective(targets, active, omega, 0.02 * n, 0.5, False)
+    j, state = gram.objective(targets, active, omega, 0.02 * n, 0.5, False)
     assert j == pytest.approx(naive_objective(K_low, yhat, full, 0.02, 0.5, False), rel=1e-12)
-    np.testing.assert_allclose(gram.outputs(targets, active, omega), Kt @ full, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(gram.outputs(state), Kt @ full, rtol=1e-10, atol=1e-10)
+    # a pruned iterate from the unpruned one's state: J and outputs of the kept entries
+    keep = np.arange(active.shape[0]) % 3 != 1
+    j, state = gram.pruned_objective(
+        targets, state, active[keep], omega[keep], active[~keep], omega[~keep], 0.02 * n, 0.5, False
+    )
+    full[active[~keep]] = 0.0
+    assert j == pytest.approx(naive_objective(K_low, yhat, full, 0.02, 0.5, False), rel=1e-12)
+    np.testing.assert_allclose(gram.outputs(state), Kt @ full, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("penalize_bias", [True, False])
