@@ -178,17 +178,20 @@ def _scaled_active_system(KK, col_sums, active, psi, ridge, out):
 
 
 @jit
-def _outputs_and_objective(K, yhat, active, omega, penalty_weight, q, penalize_bias, out):
-    """Training outputs ``f = K̃ω`` into ``out`` and the objective J (eq. 5).
+def _outputs_and_misfit(K, yhat, base, active, omega, out):
+    """Training outputs ``f = base + K̃[:, A] ω_A`` into ``out``; returns the misfit ``½‖ŷ - f‖²`` of eq. (5).
 
-    ``J = ½‖ŷ - f‖² + penalty_weight · Σ |ω_r|^q`` over the active set (the bias
-    only when ``penalize_bias``); ``penalty_weight`` is ρℓ.
+    ``base`` empty: f = K̃ω over the active set (O(ℓm)). Else the outputs of an
+    iterate that the entries ``(active, omega)`` are added to: a pruned iterate
+    is ``base`` = its unpruned outputs with the removed entries and their
+    negated coefficients (O(ℓk) for k removed).
     """
     n = K.shape[0]
     m = active.shape[0]
+    shifted = base.shape[0] > 0
     squares = np.empty(n)
     for i in numba.prange(n):
-        s = 0.0
+        s = base[i] if shifted else 0.0
         for r in range(m):
             j = active[r]
             if j == 0:
@@ -201,41 +204,7 @@ def _outputs_and_objective(K, yhat, active, omega, penalty_weight, q, penalize_b
     misfit = 0.0
     for i in range(n):
         misfit += squares[i]
-    penalty = 0.0
-    for r in range(m):
-        if active[r] == 0 and not penalize_bias:
-            continue
-        penalty += np.abs(omega[r]) ** q
-    return 0.5 * misfit + penalty_weight * penalty
-
-
-@jit
-def _pruned_outputs_and_objective(
-    K, yhat, base, removed, removed_omega, kept, kept_omega, penalty_weight, q, penalize_bias, out
-):
-    """:func:`_outputs_and_objective` of a pruned iterate from the unpruned outputs ``base``, in O(ℓk).
-
-    ``out = base - K̃[:, removed] ω_removed`` (k = the removed count, small: the
-    pruning candidates) and J with the penalty over the kept entries.
-    """
-    n = K.shape[0]
-    k = removed.shape[0]
-    squares = np.empty(n)
-    for i in numba.prange(n):
-        s = base[i]
-        for r in range(k):
-            j = removed[r]
-            if j == 0:
-                s -= removed_omega[r]
-            else:
-                s -= K[i, j - 1] * removed_omega[r]
-        out[i] = s
-        d = yhat[i] - s
-        squares[i] = d * d
-    misfit = 0.0
-    for i in range(n):
-        misfit += squares[i]
-    return 0.5 * misfit + penalty_weight * _lq_penalty(kept, kept_omega, q, penalize_bias)
+    return 0.5 * misfit
 
 
 @jit(parallel=False)
@@ -249,6 +218,7 @@ def _lq_penalty(active, omega, q, penalize_bias):
     return penalty
 
 
+_NO_BASE = np.empty(0)
 #: Rows (or columns) per parallel chunk of the low-rank kernels: fixed, so 1 and 2 threads sum alike.
 _CHUNK = 512
 
@@ -513,32 +483,22 @@ class _ExactGram:
 
     def objective(self, targets, active, omega, penalty_weight, q, penalize_bias):
         """Return ``(J, f)``: eq. (5) and the training outputs ``f = K̃ω`` (O(ℓm)), the state of the iterate."""
-        outputs = np.empty(self.n)
-        j = _outputs_and_objective.run(
-            self.n * active.shape[0], self.K, targets.yhat, active, omega, penalty_weight, q, penalize_bias, outputs
-        )
-        return j, outputs
+        return self._objective(targets, _NO_BASE, active, omega, active, omega, penalty_weight, q, penalize_bias)
 
     def pruned_objective(
         self, targets, base, kept, kept_omega, removed, removed_omega, penalty_weight, q, penalize_bias
     ):
         """:meth:`objective` of a pruned iterate from the unpruned one's outputs ``base`` (O(ℓk), k removed)."""
-        outputs = np.empty(self.n)
-        j = _pruned_outputs_and_objective.run(
-            self.n * removed.shape[0],
-            self.K,
-            targets.yhat,
-            base,
-            removed,
-            removed_omega,
-            kept,
-            kept_omega,
-            penalty_weight,
-            q,
-            penalize_bias,
-            outputs,
+        return self._objective(
+            targets, base, removed, -removed_omega, kept, kept_omega, penalty_weight, q, penalize_bias
         )
-        return j, outputs
+
+    def _objective(self, targets, base, added, added_omega, active, omega, penalty_weight, q, penalize_bias):
+        outputs = np.empty(self.n)
+        misfit = _outputs_and_misfit.run(
+            self.n * added.shape[0], self.K, targets.yhat, base, added, added_omega, outputs
+        )
+        return misfit + penalty_weight * _lq_penalty(active, omega, q, penalize_bias), outputs
 
     def outputs(self, state):
         """Training outputs of the iterate whose :meth:`objective` state this is: the outputs themselves."""

@@ -35,12 +35,12 @@ from kfdnumba._kernels import Kernel  # noqa: E402
 from kfdnumba._linalg import row_gram_lower  # noqa: E402
 from kfdnumba.lq_kfd import (  # noqa: E402
     _gathered_coordinates,
+    _lq_penalty,
     _majorizer_scaling,
     _monotone_prune,
-    _outputs_and_objective,
+    _outputs_and_misfit,
     _pivoted_cholesky,
     _pivoted_cholesky_column,
-    _pruned_outputs_and_objective,
     _scaled_active_system,
     _solve_scaled,
     _woodbury_solve,
@@ -109,8 +109,8 @@ def test_outputs_and_objective_match_naive(rng, penalize_bias, variant):
     full = np.zeros(n + 1)
     full[active] = omega
     out = np.empty(n)
-    kernel = _outputs_and_objective if variant == "parallel" else _outputs_and_objective.serial
-    J = kernel(K, yhat, active, omega, 0.01 * n, 0.5, penalize_bias, out)
+    kernel = _outputs_and_misfit if variant == "parallel" else _outputs_and_misfit.serial
+    J = kernel(K, yhat, np.empty(0), active, omega, out) + 0.01 * n * _lq_penalty(active, omega, 0.5, penalize_bias)
     assert J == pytest.approx(naive_objective(K, yhat, full, 0.01, 0.5, penalize_bias), rel=1e-12)
     np.testing.assert_allclose(out, np.column_stack([np.ones(n), K]) @ full, rtol=1e-12, atol=1e-12)
 
@@ -124,13 +124,14 @@ def test_pruned_objective_equals_the_objective_of_the_kept_entries(rng, variant,
     active = random_active(rng, n, 18, with_bias=True)
     omega = rng.standard_normal(active.shape[0])
     base = np.empty(n)
-    _outputs_and_objective(K, yhat, active, omega, 0.01 * n, 0.5, penalize_bias, base)
+    _outputs_and_misfit(K, yhat, np.empty(0), active, omega, base)
     keep = rng.random(active.shape[0]) < 0.6
     keep[1] = False
     keep[0] = not keep[0]  # the bias removed in one case, kept in the other
-    kernel = _pruned_outputs_and_objective if variant == "parallel" else _pruned_outputs_and_objective.serial
+    kernel = _outputs_and_misfit if variant == "parallel" else _outputs_and_misfit.serial
     out = np.empty(n)
-    J = kernel(K, yhat, base, active[~keep], omega[~keep], active[keep], omega[keep], 0.01 * n, 0.5, penalize_bias, out)
+    J = kernel(K, yhat, base, active[~keep], -omega[~keep], out)
+    J += 0.01 * n * _lq_penalty(active[keep], omega[keep], 0.5, penalize_bias)
     full = np.zeros(n + 1)
     full[active[keep]] = omega[keep]
     assert J == pytest.approx(naive_objective(K, yhat, full, 0.01, 0.5, penalize_bias), rel=1e-12)
