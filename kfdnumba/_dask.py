@@ -147,7 +147,15 @@ from dask.sizeof import sizeof
 from ._base import KernelExpansion, class_moments, cut_from_moments, is_dask_array
 from ._kernels import Kernel
 from ._linalg import back_substitution
-from ._loo import _HAT_MARGIN, _border_factors, _chunk_loo_update, _loo_direction, record_press
+from ._loo import (
+    _HAT_MARGIN,
+    _border_factors,
+    _chunk_loo_update,
+    _loo_direction,
+    new_factors,
+    record_press,
+    room_for_column,
+)
 from ._threads import blas_section, thread_policy
 
 __all__ = [
@@ -578,12 +586,9 @@ class ChunkedLooPath:
         g = self.lambdas.shape[0]
         self.patience = patience
         self.kernel_penalty = penalty == "kernel"
-        self.L = np.zeros((g, capacity + 1, capacity + 1))
-        self.L[:, 0, 0] = np.sqrt(n)
         y_sum = 2.0 * n_pos - n
         self.ybar = y_sum / n
-        self.wy = np.zeros((g, capacity + 1))
-        self.wy[:, 0] = y_sum / np.sqrt(n)
+        self.L, self.wy = new_factors(g, n, y_sum, capacity)  # grown as columns come (room_for_column)
         self.alive = np.ones(g, dtype=np.bool_)
         self.m = 0
         # PRESS of the intercept alone: residuals 1 - ȳ on the positives, -1 - ȳ on the negatives
@@ -597,6 +602,7 @@ class ChunkedLooPath:
         """Border the factors with the new column: ``(V, γ, live λ)``, or None if it is dependent for every λ."""
         g = self.lambdas.shape[0]
         m = self.m
+        room_for_column(self)
         V = np.empty((g, m + 1))
         gammas = np.empty(g)
         live = self.alive.copy()

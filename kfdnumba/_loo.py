@@ -218,6 +218,37 @@ def _append_column(L, m, cross, kernel_penalty, indices, index, z, lambdas, aliv
     return n_alive
 
 
+#: Prefix size the factors of a path are first allocated for; they double as columns come (up to the capacity).
+INITIAL_FACTOR_SIZE = 32
+
+
+def new_factors(g: int, n: int, y_sum: float, capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return the (L, Wᵀy) of a path holding the intercept column alone, room for ``INITIAL_FACTOR_SIZE`` columns."""
+    size = min(capacity, INITIAL_FACTOR_SIZE) + 1
+    L = np.zeros((g, size, size))
+    L[:, 0, 0] = np.sqrt(n)
+    wy = np.zeros((g, size))
+    wy[:, 0] = y_sum / np.sqrt(n)
+    return L, wy
+
+
+def room_for_column(path) -> None:
+    """Grow ``path.L`` and ``path.wy`` (doubling, at most capacity + 1) so that row ``path.m + 1`` exists.
+
+    Allocating the factors for the capacity at once (g (max_bases + 1)² floats: 14 MB for 7 λ and
+    500 bases) was most of a small fit's memory; a path stops long before that.
+    """
+    size = path.L.shape[1]
+    if path.m + 2 <= size:
+        return
+    grown = min(path.capacity + 1, max(2 * size, path.m + 2))
+    L = np.zeros((path.L.shape[0], grown, grown))
+    L[:, :size, :size] = path.L
+    wy = np.zeros((path.wy.shape[0], grown))
+    wy[:, :size] = path.wy
+    path.L, path.wy = L, wy
+
+
 def record_press(path, press: np.ndarray) -> int | None:
     """Append the PRESS per λ of the prefix ``path.m`` to ``path.press``; return its λ index if it is the new best.
 
@@ -280,10 +311,7 @@ class LooPath:
         g = self.lambdas.shape[0]
         self.capacity = capacity
         self.patience = patience
-        self.L = np.zeros((g, capacity + 1, capacity + 1))
-        self.L[:, 0, 0] = np.sqrt(n)
-        self.wy = np.zeros((g, capacity + 1))  # Wᵀy
-        self.wy[:, 0] = self.y.sum() / np.sqrt(n)
+        self.L, self.wy = new_factors(g, n, float(self.y.sum()), capacity)  # factors per λ and Wᵀy, grown as needed
         self.f = np.full((g, n), self.y.mean())
         self.h = np.full((g, n), 1.0 / n)
         self.own_columns = columns is None
@@ -318,6 +346,7 @@ class LooPath:
         if m >= self.capacity:
             raise ValueError("LooPath is full")
         z = np.ascontiguousarray(z, dtype=np.float64)
+        room_for_column(self)
         if self.own_columns and m == self.columns.shape[0]:  # grow the column store geometrically
             grown = np.empty((min(self.capacity, 2 * m), z.shape[0]))
             grown[:m] = self.columns

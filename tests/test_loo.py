@@ -30,14 +30,19 @@ def brute_force_loo(Z, y, lam, P):
     return out
 
 
+@pytest.mark.parametrize("initial", [32, 2])  # 2: the factors grow twice along the path (room_for_column)
 @pytest.mark.parametrize("penalty", ["l2", "kernel"])
-def test_closed_form_loo_equals_brute_force_refits(penalty):
+def test_closed_form_loo_equals_brute_force_refits(penalty, initial, monkeypatch):
+    import kfdnumba._loo as loo_module
+
+    monkeypatch.setattr(loo_module, "INITIAL_FACTOR_SIZE", initial)
     X, y = two_blobs(40, seed=3)
     y = y.astype(float)
     K = rbf(X, X, 1.0)
     order = [5, 17, 2, 33, 8, 21]
     lambdas = np.array([1e-3, 1e-1, 3.0])
     path = LooPath(y, lambdas, capacity=len(order), penalty=penalty, patience=100)
+    assert path.L.shape[1] == min(initial, len(order)) + 1
     for step, j in enumerate(order, start=1):
         assert path.append(K[:, j], j)
         idx = order[:step]
@@ -48,6 +53,7 @@ def test_closed_form_loo_equals_brute_force_refits(penalty):
             np.testing.assert_allclose(path.press[step][a], press, rtol=1e-8)
             b, alpha = ridge_fit(K[:, idx], y, lam, P)
             np.testing.assert_allclose(path.f[a], b + K[:, idx] @ alpha, rtol=1e-9, atol=1e-10)
+    assert path.L.shape[1] == len(order) + 1  # grown to the capacity, not beyond
     choice = path.choice()
     size, lam = choice.size, choice.lam
     idx = order[:size]
