@@ -102,11 +102,13 @@ a ValueError: the dense ℓ × ℓ deflated kernel and scoring every point per r
 defaults below 2000 points), the within-class criteria "optimal"/"reverse" (their scores
 ``||φ_j A C_w||²`` need the per-class scatter of Φ, one more r × r reduction per label: not
 done), ``threshold="bayes"``, and the paper's FDA without the leave-one-out path (a number
-for ``n_bases`` and ``mu`` with ``threshold="midpoint"`` and one criterion). Not used on
-dask by this distributed selection (it runs at most ``selection_rows`` rows, i.e. with
-``selection_rows=None``, see below): ``shared_support`` (each class keeps its own points,
-as the in-memory fit with ``shared_support=False``); ``random_check`` applies, per class,
-with the random points priced on every chunk (``_dask_subset.random_check_on_chunks``).
+for ``n_bases`` and ``mu`` with ``threshold="midpoint"`` and one criterion). After this
+distributed selection (it runs on at most ``selection_rows`` rows, or with
+``selection_rows=None``, see below), as in memory: one-vs-rest models with
+``shared_support`` are refitted on every chunk on the union of the classes' points (the
+union and as many random rows priced by that refit when ``random_check`` applies);
+otherwise ``random_check`` applies per class, with the random points priced on every chunk
+(``_dask_subset.finish_on_chunks``; SparseGreedyKFD's distributed fit does the same).
 The classes do not share passes: each draws its landmarks after the previous class's
 selection, as in memory.
 

@@ -58,7 +58,7 @@ from ._loo import (
 )
 from ._threads import thread_policy
 
-__all__ = ["fit_on_subset"]
+__all__ = ["fit_on_subset", "finish_on_chunks"]
 
 
 # ----------------------------------------------------------------------------- chunk tasks
@@ -283,6 +283,55 @@ def _expansion(estimator, t, expansion, rows, support, refit, cut, n) -> KernelE
     )
     estimator._finish_refit(out, None, scale * np.array([m_neg, m_pos]))
     return out
+
+
+def finish_on_chunks(estimator, data: DaskTrainingSet, expansions: list, points: dict, rng) -> tuple[list, dict]:
+    """``shared_support`` and ``random_check`` after a distributed greedy selection on every row.
+
+    As :meth:`kfdnumba._base.SparseKernelClassifier._fit_expansions` in memory with every row
+    selected on: one-vs-rest models with ``shared_support`` are refitted on every chunk on the
+    union of the classes' points (:func:`_union_on_chunks`); otherwise each model goes through
+    :func:`random_check_on_chunks` when ``random_check`` applies. ``points``: the rows of X the
+    client holds, by training index (the accepted points). Returns the models and the rows
+    the new ones use.
+    """
+    check = estimator.random_check and estimator._checks_random_points()
+    if estimator.shared_support and len(expansions) > 1:
+        return _union_on_chunks(estimator, data, expansions, points, rng, check)
+    if check:
+        return random_check_on_chunks(estimator, data, expansions, rng)
+    return expansions, {}
+
+
+def _union_on_chunks(estimator, data: DaskTrainingSet, expansions: list, points: dict, rng, check: bool):
+    """One-vs-rest models refitted on every chunk on the union of their points (random ones if they price lower).
+
+    The in-memory rule: the union and as many uniformly random rows are both refitted on every
+    row; the random rows replace the union when the summed PRESS of the classes is lower by more
+    than ``RANDOM_CHECK_RTOL``.
+    """
+    penalty, regulariser, cut = estimator._refit_spec()
+    n_models = len(expansions)
+    union = np.unique(np.concatenate([np.asarray(e.support, dtype=np.intp) for e in expansions]))
+    estimator._log(f"one-vs-rest models on the union of their points: {union.shape[0]}")
+    X_union = np.array([points[int(i)] for i in union], dtype=np.float64)
+    refit = _refit_on_chunks(data, X_union, n_models, penalty, regulariser)
+    kind, press, drawn_rows = "selected", None, {}
+    if check:
+        drawn = np.sort(rng.choice(data.n, size=union.shape[0], replace=False))
+        X_drawn = data.take_rows(drawn)
+        theirs = _refit_on_chunks(data, X_drawn, n_models, penalty, regulariser)
+        press = np.array([float(r[1].min(axis=1).sum()) for r in (refit, theirs)])
+        if _base.random_points_win(*press, estimator._log):
+            union, refit, kind = drawn, theirs, "random"
+            drawn_rows = {int(i): row for i, row in zip(drawn, X_drawn)}
+    out = []
+    for t, e in enumerate(expansions):
+        model = _expansion(estimator, t, e, None, union, refit, cut, data.n)
+        if press is not None:
+            model.info.update(random_check_press=press, landmarks=kind)
+        out.append(model)
+    return out, drawn_rows
 
 
 def random_check_on_chunks(estimator, data: DaskTrainingSet, expansions: list, rng) -> tuple[list, dict]:

@@ -1074,10 +1074,10 @@ class MatchingPursuitKFD(SparseKernelClassifier):
                     self._log(f"one-vs-rest: class {self.classes_[c]!r} ({c + 1}/{data.classes.shape[0]})")
                     expansions.append(self._fit_binary(data, c, rng))
             points = dict(data.points)
-            if self.random_check and self._checks_random_points() and self._refit_spec() is not None:
-                from ._dask_subset import random_check_on_chunks
+            if self._refit_spec() is not None:  # shared_support, random_check: as in memory
+                from ._dask_subset import finish_on_chunks
 
-                expansions, drawn = random_check_on_chunks(self, data, expansions, rng)
+                expansions, drawn = finish_on_chunks(self, data, expansions, points, rng)
                 points.update(drawn)
             self._store_expansions(SupportRows(points), [None] * len(expansions), expansions)
         return self

@@ -522,10 +522,10 @@ class SparseGreedyKFD(SparseKernelClassifier):
                 rng = self._rng()
                 expansions = self._greedy(source, rng)
                 points = source.support_points()
-                if self.random_check and self._refit_spec() is not None:
-                    from ._dask_subset import random_check_on_chunks
+                if self._refit_spec() is not None:  # shared_support, random_check: as in memory
+                    from ._dask_subset import finish_on_chunks
 
-                    expansions, drawn = random_check_on_chunks(self, source.data, expansions, rng)
+                    expansions, drawn = finish_on_chunks(self, source.data, expansions, points.points, rng)
                     points.points.update(drawn)
                 self._store_expansions(points, [None] * source.n_models, expansions)
         finally:

@@ -154,17 +154,22 @@ def test_dask_fit_recomputing_the_kernel_columns_equals_the_in_memory_fit(client
     assert capacities == [0, 0]  # the chunks recompute the columns at the end (the other tests store them)
 
 
-def test_dask_fit_equals_the_in_memory_fit_three_classes_sigma_auto(client):
+@pytest.mark.parametrize("shared_support", [True, False])
+def test_dask_fit_equals_the_in_memory_fit_three_classes_sigma_auto(client, shared_support):
     X, y = _one_class_first(*three_class_blobs(150, seed=6), n_first=25)
     labels = np.array(["a", "b", "c"])[y]  # any label type
     chunks = (25, 60, 65)
     # a fixed C: at the grid's smallest λ (ℓ·1e-8, which C="auto" picks here) the ridge solve amplifies the
     # round-off of the chunked sums to 3e-8 relative differences of the coefficients
-    # (on dask each class keeps its own points: the in-memory fit's shared_support=False)
-    eager = SparseGreedyKFD(C=0.1, random_state=2, shared_support=False).fit(X, labels)
-    lazy = SparseGreedyKFD(C=0.1, random_state=2).fit(da.from_array(X, chunks=(chunks, 2)), labels)  # y NumPy
+    kw = {"C": 0.1, "random_state": 2, "shared_support": shared_support}
+    eager = SparseGreedyKFD(**kw).fit(X, labels)
+    lazy = SparseGreedyKFD(**kw).fit(da.from_array(X, chunks=(chunks, 2)), labels)  # y NumPy
     assert lazy.kernel_.sigma == pytest.approx(eager.kernel_.sigma, rel=1e-14)
     np.testing.assert_array_equal(lazy.classes_, eager.classes_)
+    if shared_support:  # every class on the union of the points the classes chose (or as many random ones)
+        assert lazy.landmarks_ == eager.landmarks_ == ["selected"] * 3
+        np.testing.assert_array_equal(lazy.support_, np.unique(np.concatenate(lazy.bases_)))
+        np.testing.assert_allclose(lazy.random_check_press_[0], eager.random_check_press_[0], rtol=1e-9)
     _assert_same_fit(eager, lazy)
     np.testing.assert_array_equal(lazy.predict(X), eager.predict(X))
     assert not hasattr(lazy, "loo_output_")  # ℓ-length outputs stay on the workers
@@ -247,13 +252,14 @@ def test_mp_dask_fit_with_the_defaults_equals_the_in_memory_fit(client, selectio
     np.testing.assert_array_equal(lazy.predict(X), eager.predict(X))
 
 
-def test_mp_dask_fit_equals_the_in_memory_fit_three_classes(client, selections):
+@pytest.mark.parametrize("shared_support", [True, False])
+def test_mp_dask_fit_equals_the_in_memory_fit_three_classes(client, selections, shared_support):
     X, y = _one_class_first(*three_class_blobs(240, seed=6), n_first=40)
     labels = np.array(["a", "b", "c"])[y]
     chunks = (40, 100, 100)
     kw = {**MP_SMALL, "n_candidates": 20, "patience": 3, "max_bases": 15, "random_state": 2}
-    eager = MatchingPursuitKFD(**kw, shared_support=False).fit(X, labels)  # on dask each class keeps its points
-    lazy = MatchingPursuitKFD(**kw).fit(da.from_array(X, chunks=(chunks, 2)), labels)  # y NumPy
+    eager = MatchingPursuitKFD(**kw, shared_support=shared_support).fit(X, labels)
+    lazy = MatchingPursuitKFD(**kw, shared_support=shared_support).fit(da.from_array(X, chunks=(chunks, 2)), labels)
     assert [c for c, _ in selections] == ["pseudo", "random"] * 6
     _assert_same_selections(selections)
     _assert_same_fit(eager, lazy)
