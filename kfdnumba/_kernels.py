@@ -142,15 +142,26 @@ def rbf_row(A, i, BT, gamma, out):
         out[j] = exp_nonpositive(-gamma * out[j])
 
 
+_NO_NORMS = np.empty(0)
+
+
 @jit
-def _rbf_block_direct(A, BT, gamma, out):
+def _rbf_block_direct(A, BT, gamma, out, sq_norms):
     """out[i, j] = exp(-gamma ||A[i] - B[j]||²), distances summed directly (A, B centred, ``BT = Bᵀ``).
 
     One ``prange`` pass over rows: distances, then the vectorised exponential,
-    in the output row itself (no temporary).
+    in the output row itself (no temporary). ``sq_norms`` of length n_A: also
+    ``Σ_j out[i, j]²`` per row, while the row is in cache (empty: not wanted).
     """
+    want_norms = sq_norms.shape[0] > 0
     for i in numba.prange(A.shape[0]):
-        rbf_row(A, i, BT, gamma, out[i])
+        row = out[i]
+        rbf_row(A, i, BT, gamma, row)
+        if want_norms:
+            s = 0.0
+            for j in range(row.shape[0]):
+                s += row[j] * row[j]
+            sq_norms[i] = s
 
 
 @jit
@@ -280,26 +291,42 @@ class Kernel:
 
     def block(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Gram block ``k(A, B)`` of shape (n_A, n_B), float64, C-contiguous."""
+        return self._block(A, B, out, None)
+
+    def block_and_row_norms(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None = None):
+        """``(k(A, B), Σ_j k(a_i, b_j)² per row)``: the squared norms in the same pass where it is fused."""
+        norms = np.empty(np.shape(A)[0])
+        return self._block(A, B, out, norms), norms
+
+    def _block(self, A, B, out, norms):
         A = np.ascontiguousarray(A, dtype=np.float64)
         B = np.ascontiguousarray(B, dtype=np.float64)
         if out is None:
             out = np.empty((A.shape[0], B.shape[0]), dtype=np.float64)
         if A.shape[0] == 0 or B.shape[0] == 0:
+            if norms is not None:
+                norms[:] = 0.0
+            return out
+        d = A.shape[1]
+        if self.name != "linear" and d <= DIRECT_MAX_DIM:
+            centre = B.mean(axis=0)
+            A = A - centre
+            B = B - centre
+            fused = _NO_NORMS if norms is None else norms
+            _rbf_block_direct.run(out.size * (d + EXP_WORK), A, np.ascontiguousarray(B.T), self.gamma, out, fused)
             return out
         if self.name == "linear":
             np.dot(A, B.T, out=out)
-            return out
-        centre = B.mean(axis=0)
-        A = A - centre
-        B = B - centre
-        d = A.shape[1]
-        if d <= DIRECT_MAX_DIM:
-            _rbf_block_direct.run(out.size * (d + EXP_WORK), A, np.ascontiguousarray(B.T), self.gamma, out)
         else:
+            centre = B.mean(axis=0)
+            A = A - centre
+            B = B - centre
             np.dot(A, B.T, out=out)  # BLAS: one thread inside a call (the thread policy)
             norms_a = np.einsum("ij,ij->i", A, A)
             norms_b = np.einsum("ij,ij->i", B, B)
             _rbf_from_cross.run(out.size * (EXP_WORK + 2), out, norms_a, norms_b, self.gamma)
+        if norms is not None:
+            np.einsum("ij,ij->i", out, out, out=norms)
         return out
 
     def gram_matvec(self, X: np.ndarray, v: np.ndarray) -> np.ndarray:

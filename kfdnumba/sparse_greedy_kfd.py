@@ -319,15 +319,14 @@ class MemoryColumns:
         """Kernel columns of the candidates (one parallel block) and their statistics (one GEMM)."""
         if self._block is None or self._block.shape[0] < cand.size:  # one buffer for every step's kernel block
             self._block = np.empty((cand.size, self.n))
-        columns = self.kernel.block(self.X[cand], self.X, out=self._block[: cand.size]).T  # ℓ × κ (Fortran order)
+        block, sq_norms = self.kernel.block_and_row_norms(self.X[cand], self.X, out=self._block[: cand.size])
+        columns = block.T  # ℓ × κ (Fortran order)
         n_rows = self.n_fixed + self.n_stored
         # One GEMM, BLAS-shaped κ × ℓ × m, on ONE BLAS thread: BLAS threads would spin on the cores the
         # next step's parallel kernel block needs (ℓ = 10⁵: 5.4 s with them, 4.5 s without).
         products = self.rows[:n_rows] @ columns
         support_rows = columns[self.stored_index[: self.n_stored]] if kernel_reg else _NO_ROWS
-        return CandidateBlock(
-            cand, self.X[cand], products, np.einsum("ij,ij->j", columns, columns), support_rows, columns
-        )
+        return CandidateBlock(cand, self.X[cand], products, sq_norms, support_rows, columns)
 
     def new_path(self, c: int, lambdas, capacity: int, penalty: str, patience: int) -> LooPath:
         """Class c's leave-one-out path (a binary model's reads the stored columns, which are its own in order)."""

@@ -37,18 +37,18 @@ def all_estimators():
 
 
 def count_gram_blocks(monkeypatch, n):
-    """Record every full n × n ``Kernel.block`` call (a list that grows by one per call)."""
+    """Record every full n × n Gram block (``Kernel.block`` or ``block_and_row_norms``; grows by one per call)."""
     from kfdnumba._kernels import Kernel
 
     calls = []
-    original = Kernel.block
+    original = Kernel._block
 
-    def counting(self, A, B, out=None):
-        if A.shape[0] == B.shape[0] == n:
+    def counting(self, A, B, out, norms):
+        if np.shape(A)[0] == np.shape(B)[0] == n:
             calls.append(1)
-        return original(self, A, B, out)
+        return original(self, A, B, out, norms)
 
-    monkeypatch.setattr(Kernel, "block", counting)
+    monkeypatch.setattr(Kernel, "_block", counting)
     return calls
 
 

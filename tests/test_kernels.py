@@ -57,6 +57,30 @@ def test_block_parallel_paths_match_numpy_and_serial_twin(rng, d):
     np.testing.assert_allclose(two, rbf(A, B, k.sigma), rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.parametrize("name, d", [("rbf", 2), ("rbf", _kernels.DIRECT_MAX_DIM + 3), ("linear", 3)])
+def test_block_and_row_norms_match_numpy(rng, name, d, parallel):
+    from kfdnumba._threads import force_parallel
+
+    A = rng.standard_normal((59, d))
+    B = rng.standard_normal((140, d))
+    k = Kernel(name, 0.8 * np.sqrt(d))
+    ref = rbf(A, B, k.sigma) if name == "rbf" else linear(A, B)
+    with force_parallel() if parallel else numba_threads_none():
+        block, norms = k.block_and_row_norms(A, B, out=np.empty((59, 140)))
+    np.testing.assert_allclose(block, ref, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(norms, (ref * ref).sum(axis=1), rtol=1e-12)
+    np.testing.assert_array_equal(block, k.block(A, B))  # the same values as the plain block
+    empty, none = k.block_and_row_norms(A[:0], B)
+    assert empty.shape == (0, 140) and none.shape == (0,)
+
+
+def numba_threads_none():
+    from kfdnumba._threads import numba_threads
+
+    return numba_threads(None)
+
+
 @pytest.mark.parametrize("d", [1, 3, _kernels.DIRECT_MAX_DIM, _kernels.DIRECT_MAX_DIM + 1])
 def test_expansion_matches_numpy(rng, monkeypatch, d):
     monkeypatch.setattr(_kernels, "EXPANSION_CHUNK", 16)  # several chunks on the block path (d > 16)
