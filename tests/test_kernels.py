@@ -1,3 +1,5 @@
+from contextlib import nullcontext
+
 import numpy as np
 import pytest
 from naive import linear, rbf
@@ -66,19 +68,13 @@ def test_block_and_row_norms_match_numpy(rng, name, d, parallel):
     B = rng.standard_normal((140, d))
     k = Kernel(name, 0.8 * np.sqrt(d))
     ref = rbf(A, B, k.sigma) if name == "rbf" else linear(A, B)
-    with force_parallel() if parallel else numba_threads_none():
+    with force_parallel() if parallel else nullcontext():
         block, norms = k.block_and_row_norms(A, B, out=np.empty((59, 140)))
     np.testing.assert_allclose(block, ref, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(norms, (ref * ref).sum(axis=1), rtol=1e-12)
     np.testing.assert_array_equal(block, k.block(A, B))  # the same values as the plain block
     empty, none = k.block_and_row_norms(A[:0], B)
     assert empty.shape == (0, 140) and none.shape == (0,)
-
-
-def numba_threads_none():
-    from kfdnumba._threads import numba_threads
-
-    return numba_threads(None)
 
 
 @pytest.mark.parametrize("d", [1, 3, _kernels.DIRECT_MAX_DIM, _kernels.DIRECT_MAX_DIM + 1])
