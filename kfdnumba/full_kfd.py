@@ -16,7 +16,10 @@ Every training point is retained (``n_retained_ = ℓ``). Time O(ℓ²d + ℓ³)
 Gram matrix, one symmetric rank-ℓ product ``syrk``, one Cholesky, each in
 place); memory two ℓ × ℓ float64 matrices (three with more than two classes:
 the Gram matrix is computed once and each one-vs-rest model centres a copy),
-refused above ``max_memory_gb``.
+refused above ``max_memory_gb``. With ``mu="auto"`` up to ``AUTO_MU_POINTS``
+the eigendecomposition that prices every μ also gives the solution (the ridge
+fit of the labels, whose direction is KFD's: :func:`ridge_loo_grid`), so that
+path has no syrk and no Cholesky: one Gram matrix and one ``eigh``.
 """
 
 from __future__ import annotations
@@ -81,14 +84,33 @@ def ridge_loo_grid(
     loo = np.empty((lambdas.shape[0], y.shape[0]))
     for a, lam in enumerate(lambdas):
         s = w2 / (w2 + lam)
-        r = Q @ ((1.0 - s) * q1)  # (I - H₀)1
-        denom = max(float(r.sum()), 1e-300)  # 1ᵀ(I - H₀)1 > 0 unless 1 is in the range of K
+        r, denom = _intercept_direction(Q, s, q1)
         h = Q2 @ s + r * r / denom
         fits[a] = Q @ (s * qy) + r * (float(r @ y) / denom)
         resid = (y - fits[a]) / np.maximum(1.0 - h, 1e-10)
         press[a] = np.mean(resid * resid)
         loo[a] = y - resid
     return press, fits, loo
+
+
+def _intercept_direction(Q, s, q1):
+    """``r = (I - H₀)1`` and ``1ᵀr`` (> 0 unless 1 is in the range of K) for the shrinkage factors s."""
+    r = Q @ ((1.0 - s) * q1)
+    return r, max(float(r.sum()), 1e-300)
+
+
+def ridge_solution(eig: tuple, y: np.ndarray, lam: float) -> tuple[np.ndarray, float]:
+    """``(α, b)`` of ``min ||y - b - Kα||² + λ||α||²`` from ``K = Q diag(w) Qᵀ`` (:func:`ridge_loo_grid`'s fit).
+
+    ``b = rᵀy / 1ᵀr`` and ``α = Q diag(w / (w² + λ)) Qᵀ(y - b1)``: O(ℓ²), no system solved.
+    """
+    w, Q = eig
+    w = np.maximum(w, 0.0)
+    w2 = w * w
+    q1 = Q.sum(axis=0)
+    r, denom = _intercept_direction(Q, w2 / (w2 + lam), q1)
+    b = float(r @ y) / denom
+    return Q @ ((w / (w2 + lam)) * (Q.T @ y - b * q1)), b
 
 
 @jit
@@ -177,8 +199,8 @@ class KFD(KernelClassifier):
         expansions = []
         for c, y in enumerate(targets):
             self._log(f"one-vs-rest: class {self.classes_[c]!r} ({c + 1}/{targets.shape[0]})")
-            last = c == targets.shape[0] - 1
-            expansions.append(self._fit_binary(X, y, rng, K if last else K.copy(), eig))
+            last = c == targets.shape[0] - 1  # the Cholesky path centres K in place; the eigen path reads it
+            expansions.append(self._fit_binary(X, y, rng, K if last or eig is not None else K.copy(), eig))
         return expansions
 
     def _fit_binary(self, X, y, rng, K=None, eig=None):
@@ -188,21 +210,24 @@ class KFD(KernelClassifier):
         positive = (y > 0).astype(np.int64)
         if K is None:
             K = self.kernel_.block(X, X)
-        mu, loo = self._choose_mu(K, y, rng, eig)
-        means = _centre_columns_by_class.run(n * n * 2, K, positive)  # K is now class-centred
-        d = means[:, 1] - means[:, 0]
-        self._log("Cholesky solve of (N + mu I) alpha = M+ - M-")
-        with blas_section(n**3 + n**3 / 3.0, min_work=_KFD_BLAS_MIN_WORK):  # syrk and Cholesky: BLAS threads, Numba one
-            N = row_gram_lower(K)
-            N[np.diag_indices_from(N)] += mu
-            try:
-                factor = scipy.linalg.cho_factor(N.T, lower=False, overwrite_a=True, check_finite=False)
-            except np.linalg.LinAlgError:
-                raise ValueError(f"N + mu*I is not positive definite for mu={mu:g}; increase mu.") from None
-            alpha = scipy.linalg.cho_solve(factor, d, check_finite=False)
-        # f = K alpha, rebuilt from the class-centred K and the class means.
+        mu, loo, alpha = self._choose_mu(K, y, rng, eig)
         pos = positive.astype(bool)
-        output = K @ alpha + means[:, 1] * alpha[pos].sum() + means[:, 0] * alpha[~pos].sum()
+        if alpha is not None:  # the ridge solution from the eigendecomposition: KFD's direction, up to scale
+            output = K @ alpha
+        else:
+            means = _centre_columns_by_class.run(n * n * 2, K, positive)  # K is now class-centred
+            d = means[:, 1] - means[:, 0]
+            self._log("Cholesky solve of (N + mu I) alpha = M+ - M-")
+            with blas_section(n**3 + n**3 / 3.0, min_work=_KFD_BLAS_MIN_WORK):  # syrk, Cholesky: BLAS threads
+                N = row_gram_lower(K)
+                N[np.diag_indices_from(N)] += mu
+                try:
+                    factor = scipy.linalg.cho_factor(N.T, lower=False, overwrite_a=True, check_finite=False)
+                except np.linalg.LinAlgError:
+                    raise ValueError(f"N + mu*I is not positive definite for mu={mu:g}; increase mu.") from None
+                alpha = scipy.linalg.cho_solve(factor, d, check_finite=False)
+            # f = K alpha, rebuilt from the class-centred K and the class means.
+            output = K @ alpha + means[:, 1] * alpha[pos].sum() + means[:, 0] * alpha[~pos].sum()
         m_pos, m_neg = output[pos].mean(), output[~pos].mean()
         gap = m_pos - m_neg  # = dᵀ(N + μI)⁻¹d > 0
         if not gap > 0:
@@ -227,22 +252,30 @@ class KFD(KernelClassifier):
         )
 
     def _choose_mu(self, K, y, rng, eig=None):
-        """Return μ and, when it was chosen by exact leave-one-out, ``(ridge fit, its LOO outputs)``."""
+        """Return μ, ``(ridge fit, its LOO outputs)`` and the ridge α when μ was chosen by exact leave-one-out.
+
+        Exact leave-one-out (up to ``AUTO_MU_POINTS``) has K's eigendecomposition, which gives
+        the ridge solution for the chosen μ in O(ℓ²): KFD's direction (Sherman–Morrison, see
+        :func:`ridge_loo_grid`) without the syrk and Cholesky of the fixed-μ path.
+        """
         if self.mu != "auto":
-            return float(self.mu), None
+            return float(self.mu), None, None
         n = y.shape[0]
         ypm = np.where(y > 0, 1.0, -1.0)
         if n <= AUTO_MU_POINTS:
             lambdas = default_lambdas(n)
             with blas_section(4.0 * n**3, min_work=_KFD_BLAS_MIN_WORK):
+                if eig is None:
+                    eig = scipy.linalg.eigh(K, check_finite=False, driver="evr")
                 press, fits, loo = ridge_loo_grid(K, ypm, lambdas, eig)
             a = int(np.argmin(press))
             self._log(f"leave-one-out: mu = {lambdas[a]:.3g} (mean squared LOO residual {press[a]:.4g})")
-            return float(lambdas[a]), (fits[a], loo[a])
+            alpha, _ = ridge_solution(eig, ypm, float(lambdas[a]))
+            return float(lambdas[a]), (fits[a], loo[a]), alpha
         sub = stratified_subset([np.flatnonzero(y > 0), np.flatnonzero(y <= 0)], AUTO_MU_POINTS, rng)
         lambdas = default_lambdas(sub.shape[0])
         with blas_section(4.0 * sub.shape[0] ** 3, min_work=_KFD_BLAS_MIN_WORK):
             press, _, _ = ridge_loo_grid(K[np.ix_(sub, sub)], ypm[sub], lambdas)
         mu = float(lambdas[int(np.argmin(press))]) * n / sub.shape[0]
         self._log(f"leave-one-out on {sub.shape[0]} of {n} points: mu = {mu:.3g}")
-        return mu, None
+        return mu, None, None

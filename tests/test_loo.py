@@ -216,6 +216,22 @@ def test_kfd_leave_one_out_grid_equals_brute_force_refits():
         np.testing.assert_allclose(fits[a], b + K @ alpha, rtol=1e-7, atol=1e-9)
 
 
+def test_ridge_solution_from_the_eigendecomposition_equals_a_direct_solve():
+    import scipy.linalg
+
+    from kfdnumba.full_kfd import ridge_solution
+
+    X, y = two_blobs(30, seed=5)
+    ypm = np.where(y > 0, 1.0, -1.0)
+    K = rbf(X, X, 1.0)
+    eig = scipy.linalg.eigh(K)
+    for lam in (1e-4, 1e-2, 3.0):
+        alpha, b = ridge_solution(eig, ypm, lam)
+        b_ref, alpha_ref = ridge_fit(K, ypm, lam, np.eye(30))
+        np.testing.assert_allclose(alpha, alpha_ref, rtol=1e-8, atol=1e-10 * np.abs(alpha_ref).max())
+        assert b == pytest.approx(b_ref, rel=1e-8, abs=1e-10)
+
+
 def test_kfd_auto_mu_is_the_fixed_mu_model_it_chose():
     X, y = arcs(120, seed=3, minority=0.3)
     auto = KFD(sigma=0.7).fit(X, y)
