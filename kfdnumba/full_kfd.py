@@ -148,7 +148,8 @@ class KFD(KernelClassifier):
         leave-one-out error of the equivalent ridge regression of the labels
         (:func:`ridge_loo_grid`, one eigendecomposition); exact up to
         ``AUTO_MU_POINTS`` = 1000 training points (the cut and the
-        probabilities then use the leave-one-out outputs); above, chosen on a
+        probabilities then use the leave-one-out outputs, and the solution
+        comes from the same eigendecomposition); above, chosen on a
         stratified random subset of 1000 points (``random_state``) and scaled
         by ℓ/1000 (about 0.2 s, an approximation: the best μ/ℓ drifts slowly
         with ℓ). The chosen value is ``loo_lambda_``.
