@@ -89,6 +89,7 @@ def _blobs(n, d, seed, n_classes=2):
 #: (estimator, parameters, data) that together enter every parallel kernel of the package.
 PARALLEL_CASES = [
     ("KFD", KFD, {"sigma": 1.0}, (80, 2, 0, 2)),
+    ("KFD fixed mu (the Cholesky path)", KFD, {"sigma": 1.0, "mu": 0.1}, (80, 2, 12, 2)),
     ("KFD d=20 (BLAS cross term)", KFD, {"sigma": 4.0}, (60, 20, 1, 2)),
     ("LqKFD", LqKFD, {"sigma": 1.0, "q": 0.5}, (70, 2, 2, 2)),
     ("LqKFD low rank", LqKFD, {"sigma": 1.0, "q": 0.5, "solver": "lowrank", "lowrank_tol": 1e-10}, (70, 2, 11, 2)),
