@@ -238,15 +238,27 @@ def room_for_column(path) -> None:
     Allocating the factors for the capacity at once (g (max_bases + 1)² floats: 14 MB for 7 λ and
     500 bases) was most of a small fit's memory; a path stops long before that.
     """
-    size = path.L.shape[1]
-    if path.m + 2 <= size:
+    if path.m + 2 <= path.L.shape[1]:
         return
-    grown = min(path.capacity + 1, max(2 * size, path.m + 2))
-    L = np.zeros((path.L.shape[0], grown, grown))
-    L[:, :size, :size] = path.L
-    wy = np.zeros((path.wy.shape[0], grown))
-    wy[:, :size] = path.wy
-    path.L, path.wy = L, wy
+    path.L, path.wy = grown_factors(path.L, [path.wy], path.capacity + 1, path.m + 2)
+
+
+def grown_factors(factors: np.ndarray, vectors: list, most: int, need: int = 0):
+    """Return per-model factors (k × s × s) and vectors (k × s each) copied into twice the size s.
+
+    At least ``need``, at most ``most``; the new entries are zero. Shared by the leave-one-out
+    paths (:func:`room_for_column`) and SparseGreedyKFD's per-class factors.
+    """
+    size = factors.shape[1]
+    grown = min(most, max(2 * size, need))
+    new = np.zeros((factors.shape[0], grown, grown))
+    new[:, :size, :size] = factors
+    out = []
+    for v in vectors:
+        wide = np.zeros((v.shape[0], grown))
+        wide[:, :size] = v
+        out.append(wide)
+    return (new, *out)
 
 
 def record_press(path, press: np.ndarray) -> int | None:

@@ -93,7 +93,7 @@ from ._base import (
 )
 from ._jit import jit
 from ._linalg import cholesky_append, cholesky_solve, forward_substitution
-from ._loo import INITIAL_FACTOR_SIZE, LooPath, loo_expansion, path_bytes, path_lambdas
+from ._loo import INITIAL_FACTOR_SIZE, LooPath, grown_factors, loo_expansion, path_bytes, path_lambdas
 
 __all__ = ["SparseGreedyKFD"]
 
@@ -201,18 +201,6 @@ def _accept_candidate(
 
 
 # ----------------------------------------------------------------------- helpers
-def _grown_state(factors, w_pos, pos_const, most: int):
-    """Return the per-class factors, ``L⁻¹A₊`` and ``A₊`` copied into arrays twice as wide (at most ``most``)."""
-    size = factors.shape[1]
-    grown = min(most, 2 * size)
-    new_factors = np.zeros((factors.shape[0], grown, grown))
-    new_factors[:, :size, :size] = factors
-    new_w, new_const = np.zeros((w_pos.shape[0], grown)), np.zeros((pos_const.shape[0], grown))
-    new_w[:, :size] = w_pos
-    new_const[:, :size] = pos_const
-    return new_factors, new_w, new_const
-
-
 def optimized_threshold(output: np.ndarray, y: np.ndarray) -> float:
     """Threshold on 1-D outputs: fewest training errors, then the widest gap (section 6.2).
 
@@ -571,7 +559,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
         h = n_pos * (n - n_pos) / n  # ℓ₊ℓ₋/ℓ per class
 
         # Per-class state. factors[c, :m+1, :m+1] is the Cholesky factor of H (eq. 4); the three arrays
-        # are allocated for INITIAL_FACTOR_SIZE bases and doubled as bases come (_grown_state).
+        # are allocated for INITIAL_FACTOR_SIZE bases and doubled as bases come (grown_factors).
         size = min(max_bases, INITIAL_FACTOR_SIZE) + 1
         factors = np.zeros((n_models, size, size))
         factors[:, 0, 0] = np.sqrt(n)
@@ -598,7 +586,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
         while active.any():
             step += 1
             if int(n_bases[active].max()) + 2 > factors.shape[1]:  # room for one more basis per active class
-                factors, w_pos, pos_const = _grown_state(factors, w_pos, pos_const, max_bases + 1)
+                factors, w_pos, pos_const = grown_factors(factors, [w_pos, pos_const], max_bases + 1)
             pool = np.flatnonzero(usable[active].any(axis=0))
             if pool.size == 0:
                 break
