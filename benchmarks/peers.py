@@ -148,17 +148,40 @@ def breiman(name: str, realization: int, n_train: int = 400, n_test: int = 7000,
     return (*draw(n_train), *draw(n_test))
 
 
-def load_splits(name: str, data_dir, n_realizations: int) -> list[tuple] | None:
-    """``[(r, X, y, X_test, y_test), ...]`` for the first realisations, or None if the set is absent."""
+#: Realisation numbers of ``--pool-draws`` splits start here (the IDA files hold realisations 1-10).
+POOL_DRAW_BASE = 1001
+
+
+def pool_draw(data, realization: int) -> tuple:
+    """``(X, y, X_test, y_test)``: a uniform random split of an IDA set's point pool, its own seed.
+
+    The training set has the size of the original realisations' (unstratified, as
+    Rätsch's splits are); every other pool point is a test point.
+    """
+    rng = np.random.default_rng([IDA_SETS.index(data.name) + 1, realization])
+    order = rng.permutation(data.X.shape[0])
+    train, test = order[: data.train_idx.shape[1]], order[data.train_idx.shape[1] :]
+    y = data.y.astype(np.int64)
+    return data.X[train], y[train], data.X[test], y[test]
+
+
+def load_splits(name: str, data_dir, n_realizations: int, pool_draws: int = 0) -> list[tuple] | None:
+    """``[(r, X, y, X_test, y_test), ...]`` for the first realisations, or None if the set is absent.
+
+    ``pool_draws`` more: Breiman sets, the next realisations; IDA sets, random
+    splits of the point pool (:func:`pool_draw`, numbered from ``POOL_DRAW_BASE``).
+    """
     if name in BREIMAN_SETS:
-        return [(r, *breiman(name, r)) for r in range(1, n_realizations + 1)]
+        return [(r, *breiman(name, r)) for r in range(1, n_realizations + pool_draws + 1)]
     present = data_dir is not None and (Path(data_dir) / f"{name}.npz").is_file()
     if not present and name != "banana":
         where = f"not found in {data_dir}" if data_dir is not None else "no data directory"
         print(f"{name}: {where} (set KFDNUMBA_DATA or --data-dir): skipped", flush=True)
         return None
     data = load_ida(name, data_dir if present else None)
-    return [(int(r), *data.split(int(r))) for r in data.realizations[:n_realizations]]
+    splits = [(int(r), *data.split(int(r))) for r in data.realizations[:n_realizations]]
+    draws = range(POOL_DRAW_BASE, POOL_DRAW_BASE + pool_draws)
+    return splits + [(r, *pool_draw(data, r)) for r in draws]
 
 
 # ----------------------------------------------------------------------------- peers
@@ -449,6 +472,12 @@ def main(argv=None) -> dict:
         "--params", nargs="+", default=[], help="non-defaults for experiments: 'LqKFD:q=0.5 LqKFD:rho=auto'"
     )
     parser.add_argument("--no-table-b", action="store_true", help="only table A")
+    parser.add_argument(
+        "--pool-draws",
+        type=int,
+        default=0,
+        help="this many more splits per set, after the realisations (IDA: random splits of the point pool)",
+    )
     args = parser.parse_args(argv)
     OVERRIDES.clear()
     for item in args.params:
@@ -463,12 +492,13 @@ def main(argv=None) -> dict:
     data_dir = args.data_dir or default_data_dir()
     load = os.getloadavg()
     print(f"load average at start: {load}", flush=True)
-    print(f"sets {sets}, methods {args.methods}, {n_realizations} realisations, data {data_dir}", flush=True)
+    draws = f" + {args.pool_draws} pool draws" if args.pool_draws else ""
+    print(f"sets {sets}, methods {args.methods}, {n_realizations} realisations{draws}, data {data_dir}", flush=True)
     t0 = time.perf_counter()
     table_a, table_b = [], []
     with threadpool_limits(limits=1, user_api="blas"):
         for name in sets:
-            splits = load_splits(name, data_dir, n_realizations)
+            splits = load_splits(name, data_dir, n_realizations, args.pool_draws)
             if splits is None:
                 continue
             rows = table_a_set(name, splits, args.methods)
@@ -487,7 +517,13 @@ def main(argv=None) -> dict:
     print(f"\n{elapsed:.0f} s; load average at end: {os.getloadavg()}", flush=True)
     out = {
         "load_average_start": load,
-        "config": {"sets": sets, "methods": args.methods, "realizations": n_realizations, "sizes": sizes},
+        "config": {
+            "sets": sets,
+            "methods": args.methods,
+            "realizations": n_realizations,
+            "pool_draws": args.pool_draws,
+            "sizes": sizes,
+        },
         "table_a": table_a,
         "retained_summary": summaries,
         "table_b": table_b,

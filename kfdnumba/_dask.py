@@ -1051,7 +1051,7 @@ class DaskColumns:
             raise ValueError("no separation between the class means of the chosen model (degenerate data or sigma).")
         scale = 2.0 / (m_pos - m_neg)
         threshold = 0.5 * (m_pos + m_neg)
-        if cut == "auto":  # kfdnumba._base.pooled_cut on the leave-one-out outputs
+        if cut == "auto":  # kfdnumba._base.auto_cut on the leave-one-out outputs
             value = cut_from_moments("auto", loo)
             threshold = threshold if value is None else value
         info = dict(info)

@@ -36,8 +36,9 @@ What the methods do with it (``stop="loo"`` / ``n_bases="auto"``,
 * **regulariser**: the λ of the grid with the lowest PRESS at that prefix;
   the final coefficients are that ridge solution, ``a = L⁻ᵀ (Wᵀy)``;
 * **class cut**: from the leave-one-out outputs ``y_i - e_i/(1 - h_ii)``, where
-  the prior-weighted Gaussian class-conditionals with a pooled variance cross
-  (``kfdnumba._base.pooled_cut``), which accounts for unequal class sizes; the same
+  the prior-weighted Gaussian class-conditionals with a pooled variance cross, or
+  with separate variances when these differ beyond doubt
+  (``kfdnumba._base.auto_cut``), which accounts for unequal class sizes; the same
   leave-one-out outputs calibrate ``predict_proba`` (out-of-sample, not the
   over-confident training outputs).
 """
@@ -49,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from ._base import KernelExpansion, choose_threshold, pooled_cut
+from ._base import KernelExpansion, auto_cut, choose_threshold
 from ._jit import jit
 from ._linalg import back_substitution, forward_substitution
 
@@ -425,7 +426,7 @@ def loo_expansion(
 ) -> KernelExpansion:
     """Return the kernel expansion of a leave-one-out choice, scaled so the training class means are 2 apart.
 
-    ``threshold``: ``"auto"`` (``pooled_cut`` on the leave-one-out outputs,
+    ``threshold``: ``"auto"`` (``auto_cut`` on the leave-one-out outputs,
     the midpoint if it does not exist), ``"midpoint"`` (of the training class
     means), ``"bayes"`` (separate-variance Bayes cut of the training outputs),
     or a callable ``(train_output, positive) -> cut``.
@@ -437,7 +438,7 @@ def loo_expansion(
     scale = 2.0 / (m_pos - m_neg)
     midpoint = 0.5 * (m_pos + m_neg)
     if threshold == "auto":
-        cut = pooled_cut(choice.loo_output, positive)
+        cut = auto_cut(choice.loo_output, positive)
         cut = midpoint if cut is None else cut
     elif threshold in ("midpoint", "bayes"):  # of the training outputs (kfdnumba._base.choose_threshold)
         cut = choose_threshold(threshold, midpoint, f, positive)

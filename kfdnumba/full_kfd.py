@@ -156,7 +156,8 @@ class KFD(KernelClassifier):
     threshold : {"auto", "midpoint", "bayes"}, default "auto"
         Cut on the 1-D output: "auto", where prior-weighted Gaussian
         class-conditionals with a pooled variance of the training outputs
-        cross (accounts for unequal class sizes); "midpoint" of the projected
+        cross (accounts for unequal class sizes), with separate variances when
+        these differ beyond doubt (``kfdnumba._base.auto_cut``); "midpoint" of the projected
         class means (Mika et al.); "bayes", the same crossing with separate
         class variances.
     max_memory_gb : float, default 4.0

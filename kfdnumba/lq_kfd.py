@@ -632,7 +632,8 @@ class LqKFD(SparseKernelClassifier):
     threshold : {"auto", "midpoint"}, default "auto"
         Cut on the output: "auto", where prior-weighted Gaussian
         class-conditionals with a pooled variance of the outputs cross
-        (unequal class sizes; the leave-one-out outputs with ``rho="auto"``,
+        (separate variances when these differ beyond doubt:
+        ``kfdnumba._base.auto_cut``; unequal class sizes; the leave-one-out outputs with ``rho="auto"``,
         the training outputs otherwise); "midpoint": the paper's midpoint of
         the two targets ``½ ℓ (1/ℓ₊ - 1/ℓ₋)`` for a fixed ρ, the midpoint of
         the training class means with ``rho="auto"``.

@@ -769,7 +769,9 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         ``ℓ · 10⁻⁸ … 10⁰`` with the lowest leave-one-out error.
     threshold : {"auto", "midpoint", "bayes"}, default "auto"
         "auto": where the prior-weighted Gaussian class-conditionals (pooled
-        variance) of the leave-one-out outputs cross (unequal class sizes);
+        variance, separate variances when these differ beyond doubt:
+        ``kfdnumba._base.auto_cut``) of the leave-one-out outputs cross
+        (unequal class sizes);
         "midpoint": of the projected class means (the FDA rule); "bayes": the
         crossing of the Gaussian class-conditionals of the training outputs.
     n_candidates : int, None or "auto", default "auto"

@@ -465,7 +465,9 @@ class ReformativeKFD(SparseKernelClassifier):
         candidate state.
     threshold : {"auto", "midpoint", "bayes"}, default "auto"
         ``"auto"``: where the prior-weighted Gaussian class-conditionals (pooled
-        variance) of the leave-one-out outputs cross (unequal class sizes);
+        variance, separate variances when these differ beyond doubt:
+        ``kfdnumba._base.auto_cut``) of the leave-one-out outputs cross
+        (unequal class sizes);
         ``"midpoint"``: the nearer class centre (the paper, eq. 22).
         ``"bayes"``: where the Gaussian class-conditionals of the training
         outputs, weighted by the class priors, cross (helps with unequal class

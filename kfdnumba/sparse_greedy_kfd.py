@@ -393,7 +393,8 @@ class SparseGreedyKFD(SparseKernelClassifier):
         Candidate rule of section 4.1.1.
     threshold : {"auto", "qp", "optimized"}, default "auto"
         "auto": where the prior-weighted Gaussian class-conditionals (pooled
-        variance) of the leave-one-out outputs cross, which accounts for
+        variance, separate variances when these differ beyond doubt:
+        ``kfdnumba._base.auto_cut``) of the leave-one-out outputs cross, which accounts for
         unequal class sizes; "qp": the solution's b (the midpoint of the class
         means); "optimized": the 1-D error/margin threshold of section 6.2.
     max_memory_gb : float, default 4.0

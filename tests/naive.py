@@ -34,6 +34,17 @@ def centre_columns_by_class(K, positive):
     return K, means
 
 
+def separate_variance_bic(output, positive):
+    """BIC(pooled variance) - BIC(separate variances) of two Gaussian classes, from the maximised log-likelihoods."""
+    from scipy.stats import norm
+
+    f_pos, f_neg = output[positive], output[~positive]
+    centred = np.concatenate([f_pos - f_pos.mean(), f_neg - f_neg.mean()])
+    pooled = norm.logpdf(centred, scale=np.sqrt(np.mean(centred**2))).sum()
+    separate = norm.logpdf(f_pos, f_pos.mean(), f_pos.std()).sum() + norm.logpdf(f_neg, f_neg.mean(), f_neg.std()).sum()
+    return 2.0 * (separate - pooled) - np.log(output.size)  # one more parameter
+
+
 def bayes_threshold(output, positive, n_grid=200001):
     """Crossing of p± N(f; m±, v±) between the class means, by a fine grid search."""
     f_pos, f_neg = output[positive], output[~positive]

@@ -7,9 +7,21 @@ import numpy as np
 import pytest
 from conftest import all_estimators, two_blobs
 from naive import bayes_threshold as naive_bayes_threshold
+from naive import separate_variance_bic
 
 from kfdnumba import KFD, LqKFD, MatchingPursuitKFD, NotFittedError, ReformativeKFD, SparseGreedyKFD
-from kfdnumba._base import bayes_threshold, check_array, check_labels, numba_threads, resolve_n_jobs
+from kfdnumba._base import (
+    SEPARATE_VARIANCE_BIC,
+    auto_cut,
+    bayes_threshold,
+    check_array,
+    check_labels,
+    class_moments,
+    numba_threads,
+    pooled_cut,
+    resolve_n_jobs,
+    separate_variance_evidence,
+)
 
 ESTIMATORS = all_estimators()
 IDS = [name for name, _ in ESTIMATORS]
@@ -56,7 +68,8 @@ def test_check_array_feature_count():
     [
         (np.ones(4), 4, ValueError, "at least 2 classes"),
         (np.array([0, 1, 1]), 4, ValueError, "inconsistent numbers of samples"),
-        (np.array([0, 1, 1, 1]), 4, ValueError, "each class needs at least 2"),
+        (np.array([0, 1, 1, 1]), 4, ValueError, "^class 0 has 1 sample.s.; each class needs at least 2"),
+        (np.array(["dog", "cat", "cat", "cat"]), 4, ValueError, "^class 'dog' has 1 sample"),
         (np.array([0.5, 1.0, 0.5, 1.5]), 4, ValueError, "continuous"),
         (np.array([0, np.nan, 1, 1]), 4, ValueError, "NaN"),
         (np.ones((4, 2)), 4, ValueError, "1-D"),
@@ -346,6 +359,59 @@ def test_bayes_threshold_equal_classes_is_the_midpoint_and_fallbacks():
     assert bayes_threshold(out, positive) == pytest.approx(0.5)
     assert bayes_threshold(out, ~positive) is None  # class means in the wrong order
     assert bayes_threshold(np.ones(6), positive) is None  # no spread
+
+
+@pytest.mark.parametrize("seed,n_pos,n_neg,s_pos", [(0, 30, 90, 1.0), (1, 200, 200, 2.5), (2, 80, 20, 0.6)])
+def test_separate_variance_evidence_matches_the_likelihoods(seed, n_pos, n_neg, s_pos):
+    r = np.random.default_rng(seed)
+    out = np.concatenate([r.normal(1.0, s_pos, n_pos), r.normal(-1.0, 1.0, n_neg)])
+    positive = np.arange(n_pos + n_neg) < n_pos
+    got = separate_variance_evidence(class_moments(out, positive))
+    assert got == pytest.approx(separate_variance_bic(out, positive), rel=1e-9, abs=1e-9)
+
+
+def test_auto_cut_is_pooled_unless_the_class_variances_differ_beyond_doubt():
+    r = np.random.default_rng(3)
+    positive = np.arange(400) < 200
+    same = np.concatenate([r.normal(1.0, 1.0, 200), r.normal(-1.0, 1.0, 200)])
+    assert separate_variance_evidence(class_moments(same, positive)) < SEPARATE_VARIANCE_BIC
+    assert auto_cut(same, positive) == pooled_cut(same, positive)
+    # ringnorm-like: one class three times as spread; the quadratic cut moves away from the narrow class
+    wide = np.concatenate([r.normal(1.0, 3.0, 200), r.normal(-1.0, 1.0, 200)])
+    assert separate_variance_evidence(class_moments(wide, positive)) > SEPARATE_VARIANCE_BIC
+    assert auto_cut(wide, positive) == bayes_threshold(wide, positive)
+    assert auto_cut(wide, positive) > pooled_cut(wide, positive)
+    # ... and it classifies the training outputs better than the pooled cut
+    errors = [np.sum((wide > cut) != positive) for cut in (auto_cut(wide, positive), pooled_cut(wide, positive))]
+    assert errors[0] < errors[1]
+    # the same spread on only 10 rows is not beyond doubt
+    few = np.r_[0:5, 200:205]
+    assert separate_variance_evidence(class_moments(wide[few], positive[few])) < SEPARATE_VARIANCE_BIC
+    assert separate_variance_evidence(class_moments(np.ones(6), positive[:6] | True)) == -np.inf
+
+
+def test_auto_threshold_uses_separate_variances_on_ringnorm():
+    """Breiman's ringnorm (N(0, 4I) against N(a1, I)): the leave-one-out outputs' variances differ, the cut follows."""
+    r = np.random.default_rng(1)
+
+    def ringnorm(n, d=20):
+        y = r.permutation(np.repeat([-1, 1], [n - n // 2, n // 2]))
+        X = r.standard_normal((n, d))
+        X[y > 0] *= 2.0
+        X[y < 0] += 1.0 / np.sqrt(d)
+        return X, y
+
+    X, y = ringnorm(300)
+    X_test, y_test = ringnorm(4000)
+    for cls in (SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD):
+        model = cls(sigma=3.5, random_state=0).fit(X, y)
+        loo, positive = model.loo_output_, y > 0
+        assert separate_variance_evidence(class_moments(loo, positive)) > SEPARATE_VARIANCE_BIC
+        cut = loo[~positive].mean() - model.output_means_[0, 0]  # the probability model is centred on the cut
+        assert cut == pytest.approx(bayes_threshold(loo, positive), abs=1e-9)
+        pooled = model.decision_function(X_test) + cut - pooled_cut(loo, positive)
+        errors = np.mean(model.predict(X_test) != y_test), np.mean((pooled > 0) != (y_test > 0))
+        assert errors[0] < errors[1], (cls.__name__, errors)
 
 
 def test_progress_line_reports_rate_and_eta_for_long_fits(monkeypatch, capsys):

@@ -5,7 +5,7 @@ import pytest
 from conftest import arcs, three_class_blobs, two_blobs
 from naive import rbf
 
-from kfdnumba._base import pooled_cut as loo_cut
+from kfdnumba._base import auto_cut as loo_cut
 from kfdnumba._base import stratified_subset
 from kfdnumba._loo import LooPath, default_lambdas
 

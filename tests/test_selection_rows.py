@@ -8,7 +8,7 @@ from naive import rbf
 
 import kfdnumba._loo as loo_module
 from kfdnumba import LqKFD, MatchingPursuitKFD, ReformativeKFD, SparseGreedyKFD
-from kfdnumba._base import pooled_cut, stratified_subset
+from kfdnumba._base import auto_cut, stratified_subset
 from kfdnumba._kernels import Kernel
 from kfdnumba._loo import default_lambdas, refit_lambdas, refit_on_rows
 from kfdnumba._threads import force_parallel
@@ -101,7 +101,7 @@ def test_model_is_the_every_row_ridge_fit_of_the_points_selected_on_the_subset(c
     f, loo = twin[a][2], twin[a][3]
     positive = y > 0
     scale = 2.0 / (f[positive].mean() - f[~positive].mean())
-    cut = pooled_cut(loo, positive)
+    cut = auto_cut(loo, positive)
     np.testing.assert_allclose(model.decision_function(X), scale * (f - cut), atol=1e-8)
     np.testing.assert_allclose(model.loo_output_, scale * loo, atol=1e-8)
 
@@ -186,7 +186,7 @@ def test_one_vs_rest_models_share_the_union_of_their_points(cls):
         positive = target > 0
         scale = 2.0 / (f[positive].mean() - f[~positive].mean())
         raw = shared._raw_output(X)[:, c]
-        np.testing.assert_allclose(raw, scale * (f - pooled_cut(twin[a][3], positive)), atol=1e-8)
+        np.testing.assert_allclose(raw, scale * (f - auto_cut(twin[a][3], positive)), atol=1e-8)
 
 
 @pytest.mark.parametrize("cls", SPARSE, ids=lambda c: c.__name__)
@@ -225,7 +225,7 @@ def test_random_check_keeps_the_selection_unless_random_points_price_better(cls,
     f, loo = twin[a][2], twin[a][3]
     positive = y > 0
     scale = 2.0 / (f[positive].mean() - f[~positive].mean())
-    expected = scale * (f - pooled_cut(loo, positive))
+    expected = scale * (f - auto_cut(loo, positive))
     # P = K_II of random points at the grid's small λ (MatchingPursuitKFD): conditioning costs digits there
     atol = 1e-8 if PENALTY[cls] == "l2" else 1e-5 * np.abs(expected).max()
     np.testing.assert_allclose(forced.decision_function(X), expected, atol=atol)
