@@ -45,6 +45,21 @@ def separate_variance_bic(output, positive):
     return 2.0 * (separate - pooled) - np.log(output.size)  # one more parameter
 
 
+def separate_variance_gain(output, positive, pooled, separate):
+    """1 - err(separate)/err(pooled) of two Gaussian classes (own means and variances, priors by size)."""
+    from scipy.stats import norm
+
+    f_pos, f_neg = output[positive], output[~positive]
+    p_pos = f_pos.size / output.size
+
+    def error(t):
+        return p_pos * norm.cdf(t, f_pos.mean(), f_pos.std(ddof=1)) + (1 - p_pos) * norm.sf(
+            t, f_neg.mean(), f_neg.std(ddof=1)
+        )
+
+    return 1.0 - error(separate) / error(pooled)
+
+
 def bayes_threshold(output, positive, n_grid=200001):
     """Crossing of p± N(f; m±, v±) between the class means, by a fine grid search."""
     f_pos, f_neg = output[positive], output[~positive]

@@ -8,10 +8,12 @@ import pytest
 from conftest import all_estimators, two_blobs
 from naive import bayes_threshold as naive_bayes_threshold
 from naive import separate_variance_bic
+from naive import separate_variance_gain as naive_gain
 
 from kfdnumba import KFD, LqKFD, MatchingPursuitKFD, NotFittedError, ReformativeKFD, SparseGreedyKFD
 from kfdnumba._base import (
     SEPARATE_VARIANCE_BIC,
+    SEPARATE_VARIANCE_GAIN,
     auto_cut,
     bayes_threshold,
     check_array,
@@ -21,6 +23,7 @@ from kfdnumba._base import (
     pooled_cut,
     resolve_n_jobs,
     separate_variance_evidence,
+    separate_variance_gain,
 )
 
 ESTIMATORS = all_estimators()
@@ -370,20 +373,42 @@ def test_separate_variance_evidence_matches_the_likelihoods(seed, n_pos, n_neg, 
     assert got == pytest.approx(separate_variance_bic(out, positive), rel=1e-9, abs=1e-9)
 
 
+def test_separate_variance_gain_matches_the_gaussian_errors():
+    r = np.random.default_rng(7)
+    out = np.concatenate([r.normal(2.0, 2.0, 60), r.normal(-1.0, 1.0, 140)])
+    positive = np.arange(200) < 60
+    pooled, separate = pooled_cut(out, positive), bayes_threshold(out, positive)
+    got = separate_variance_gain(class_moments(out, positive), pooled, separate)
+    assert got == pytest.approx(naive_gain(out, positive, pooled, separate), rel=1e-12)
+    assert got > 0  # the separate-variance cut is the model's own minimum
+
+
 def test_auto_cut_is_pooled_unless_the_class_variances_differ_beyond_doubt():
     r = np.random.default_rng(3)
     positive = np.arange(400) < 200
     same = np.concatenate([r.normal(1.0, 1.0, 200), r.normal(-1.0, 1.0, 200)])
     assert separate_variance_evidence(class_moments(same, positive)) < SEPARATE_VARIANCE_BIC
     assert auto_cut(same, positive) == pooled_cut(same, positive)
-    # ringnorm-like: one class three times as spread; the quadratic cut moves away from the narrow class
-    wide = np.concatenate([r.normal(1.0, 3.0, 200), r.normal(-1.0, 1.0, 200)])
-    assert separate_variance_evidence(class_moments(wide, positive)) > SEPARATE_VARIANCE_BIC
-    assert auto_cut(wide, positive) == bayes_threshold(wide, positive)
-    assert auto_cut(wide, positive) > pooled_cut(wide, positive)
-    # ... and it classifies the training outputs better than the pooled cut
-    errors = [np.sum((wide > cut) != positive) for cut in (auto_cut(wide, positive), pooled_cut(wide, positive))]
+    # one class three times as spread as the other, close to it: the quadratic cut moves away from the
+    # narrow class and the model predicts it halves the errors
+    wide = np.concatenate([r.normal(1.0, 1.0, 200), r.normal(-1.0, 0.3, 200)])
+    moments = class_moments(wide, positive)
+    assert separate_variance_evidence(moments) > SEPARATE_VARIANCE_BIC
+    pooled, separate = pooled_cut(wide, positive), bayes_threshold(wide, positive)
+    assert separate_variance_gain(moments, pooled, separate) > SEPARATE_VARIANCE_GAIN
+    assert auto_cut(wide, positive) == separate
+    assert separate < pooled
+    # ... and it classifies these outputs better than the pooled cut
+    errors = [np.sum((wide > cut) != positive) for cut in (separate, pooled)]
     assert errors[0] < errors[1]
+    # beyond doubt but of no consequence: 1.5 times the spread on 20 000 rows (Banana's outputs at large ℓ)
+    positive_big = np.arange(20_000) < 10_000
+    mild = np.concatenate([r.normal(1.0, 1.5, 10_000), r.normal(-1.0, 1.0, 10_000)])
+    moments = class_moments(mild, positive_big)
+    assert separate_variance_evidence(moments) > SEPARATE_VARIANCE_BIC
+    gain = separate_variance_gain(moments, pooled_cut(mild, positive_big), bayes_threshold(mild, positive_big))
+    assert 0 < gain < SEPARATE_VARIANCE_GAIN
+    assert auto_cut(mild, positive_big) == pooled_cut(mild, positive_big)
     # the same spread on only 10 rows is not beyond doubt
     few = np.r_[0:5, 200:205]
     assert separate_variance_evidence(class_moments(wide[few], positive[few])) < SEPARATE_VARIANCE_BIC
