@@ -500,7 +500,8 @@ def auto_cut(output: np.ndarray, positive: np.ndarray) -> float | None:
     """Return the ``threshold="auto"`` cut on 1-D outputs.
 
     :func:`pooled_cut`, or :func:`bayes_threshold` when the class variances differ
-    beyond doubt (:func:`cut_from_moments`).
+    beyond doubt and the two-Gaussian model predicts that this matters
+    (:func:`cut_from_moments`).
     """
     return cut_from_moments("auto", class_moments(output, positive))
 
@@ -514,8 +515,8 @@ def choose_threshold(kind: str, midpoint: float, output: np.ndarray, positive: n
 
     ``"bayes"``: where the Gaussian class-conditionals (separate variances)
     times the priors cross (:func:`bayes_threshold`); ``"auto"``: the same with
-    a pooled variance unless the class variances differ beyond doubt
-    (:func:`auto_cut`). Falls back to the midpoint when the cut does not exist.
+    a pooled variance unless the class variances differ beyond doubt and that
+    matters (:func:`auto_cut`). Falls back to the midpoint when the cut does not exist.
     """
     cut = None
     if kind == "bayes":
