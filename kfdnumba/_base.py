@@ -68,6 +68,7 @@ __all__ = [
     "choose_threshold",
     "Progress",
     "pooled_cut",
+    "plain_label",
     "auto_cut",
     "separate_variance_evidence",
     "separate_variance_gain",
@@ -263,6 +264,11 @@ def check_array(X, name: str = "X", n_features: int | None = None, owner: str = 
     return arr
 
 
+def plain_label(classes: np.ndarray, i: int):
+    """``classes[i]`` as a Python value, for messages: ``0`` or ``'dog'``, not ``np.int64(0)``."""
+    return classes[[i]].tolist()[0]
+
+
 def check_labels(y, n_samples: int, min_per_class: int = 2) -> tuple[np.ndarray, np.ndarray]:
     """Validate y; return (classes_, encoded labels 0..C-1)."""
     if y is None:
@@ -297,7 +303,7 @@ def check_labels(y, n_samples: int, min_per_class: int = 2) -> tuple[np.ndarray,
         raise ValueError(f"y has only {classes.shape[0]} class; a classifier needs at least 2 classes.")
     counts = np.bincount(encoded, minlength=classes.shape[0])
     if counts.min() < min_per_class:
-        small = classes[[np.argmin(counts)]].tolist()[0]  # a Python value: 0, not np.int64(0)
+        small = plain_label(classes, int(np.argmin(counts)))
         raise ValueError(f"class {small!r} has {counts.min()} sample(s); each class needs at least {min_per_class}.")
     return classes, encoded.astype(np.intp)
 
@@ -629,6 +635,11 @@ class BaseEstimator:
         if self.verbose:
             print(f"[{type(self).__name__}] {message}", file=sys.stdout, flush=True)
 
+    def _log_class(self, c: int, n_classes: int) -> None:
+        """Log the start of class c's one-vs-rest fit."""
+        if self.verbose:
+            self._log(f"one-vs-rest: class {plain_label(self.classes_, c)!r} ({c + 1}/{n_classes})")
+
     def _progress(self, total: int, unit: str) -> Progress:
         """Return a rate / ETA reporter for a loop of at most ``total`` ``unit`` (silent unless ``verbose``)."""
         return Progress(self._log if self.verbose else None, total, unit)
@@ -779,7 +790,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         """One binary fit per class (class c against the rest); methods may share work."""
         expansions = []
         for c, y in enumerate(targets):
-            self._log(f"one-vs-rest: class {self.classes_[[c]].tolist()[0]!r} ({c + 1}/{targets.shape[0]})")
+            self._log_class(c, targets.shape[0])
             expansions.append(self._fit_binary(X, y, rng))
         return expansions
 

@@ -307,20 +307,17 @@ class Kernel:
             if norms is not None:
                 norms[:] = 0.0
             return out
-        d = A.shape[1]
-        if self.name != "linear" and d <= DIRECT_MAX_DIM:
-            centre = B.mean(axis=0)
-            A = A - centre
-            B = B - centre
-            fused = _NO_NORMS if norms is None else norms
-            _rbf_block_direct.run(out.size * (d + EXP_WORK), A, np.ascontiguousarray(B.T), self.gamma, out, fused)
-            return out
         if self.name == "linear":
             np.dot(A, B.T, out=out)
         else:
             centre = B.mean(axis=0)
             A = A - centre
             B = B - centre
+            d = A.shape[1]
+            if d <= DIRECT_MAX_DIM:  # the squared norms fused into the same pass
+                fused = _NO_NORMS if norms is None else norms
+                _rbf_block_direct.run(out.size * (d + EXP_WORK), A, np.ascontiguousarray(B.T), self.gamma, out, fused)
+                return out
             np.dot(A, B.T, out=out)  # BLAS: one thread inside a call (the thread policy)
             norms_a = np.einsum("ij,ij->i", A, A)
             norms_b = np.einsum("ij,ij->i", B, B)

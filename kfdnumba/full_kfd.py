@@ -200,7 +200,7 @@ class KFD(KernelClassifier):
                 eig = scipy.linalg.eigh(K, check_finite=False, driver="evr")
         expansions = []
         for c, y in enumerate(targets):
-            self._log(f"one-vs-rest: class {self.classes_[c]!r} ({c + 1}/{targets.shape[0]})")
+            self._log_class(c, targets.shape[0])
             last = c == targets.shape[0] - 1  # the Cholesky path centres K in place; the eigen path reads it
             expansions.append(self._fit_binary(X, y, rng, K if last or eig is not None else K.copy(), eig))
         return expansions

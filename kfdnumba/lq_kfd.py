@@ -957,6 +957,6 @@ class LqKFD(SparseKernelClassifier):
         gram = self._shared_gram(X)  # K and K² (or the low-rank factor) once for all classes
         expansions = []
         for c, y in enumerate(targets):
-            self._log(f"one-vs-rest: class {self.classes_[c]!r} ({c + 1}/{targets.shape[0]})")
+            self._log_class(c, targets.shape[0])
             expansions.append(self._fit_targets(gram, y))
         return expansions

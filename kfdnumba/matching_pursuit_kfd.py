@@ -925,7 +925,7 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         K = self.kernel_.block(X, X) if shared else None
         expansions = []
         for c, y in enumerate(targets):
-            self._log(f"one-vs-rest: class {self.classes_[c]!r} ({c + 1}/{targets.shape[0]})")
+            self._log_class(c, targets.shape[0])
             last = c == targets.shape[0] - 1
             expansions.append(self._fit_binary(X, y, rng, None if K is None else (K if last else K.copy())))
         return expansions
@@ -1073,7 +1073,7 @@ class MatchingPursuitKFD(SparseKernelClassifier):
             else:
                 expansions = []
                 for c in range(data.classes.shape[0]):
-                    self._log(f"one-vs-rest: class {self.classes_[c]!r} ({c + 1}/{data.classes.shape[0]})")
+                    self._log_class(c, data.classes.shape[0])
                     expansions.append(self._fit_binary(data, c, rng))
             points = dict(data.points)
             if self._refit_spec() is not None:  # shared_support, random_check: as in memory

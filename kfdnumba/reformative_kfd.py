@@ -580,7 +580,7 @@ class ReformativeKFD(SparseKernelClassifier):
         K = self.kernel_.block(X, X) if self._candidates(n) is None and self._use_dense(n) else None
         expansions = []
         for c, y in enumerate(targets):
-            self._log(f"one-vs-rest: class {self.classes_[c]!r} ({c + 1}/{targets.shape[0]})")
+            self._log_class(c, targets.shape[0])
             expansions.append(self._fit_binary(X, y, rng, K))
         return expansions
 
