@@ -533,6 +533,10 @@ def choose_threshold(kind: str, midpoint: float, output: np.ndarray, positive: n
 
 
 # ---------------------------------------------------------------------- progress
+#: :meth:`BaseEstimator._lapack_section` announces a section expected to take at least this long.
+ETA_MIN_SECONDS = 1.0
+
+
 class Progress:
     """Report a long loop's rate and ETA at ``verbose=1``: at most every ``every`` s, after ``after`` s.
 
@@ -643,6 +647,29 @@ class BaseEstimator:
     def _progress(self, total: int, unit: str) -> Progress:
         """Return a rate / ETA reporter for a loop of at most ``total`` ``unit`` (silent unless ``verbose``)."""
         return Progress(self._log if self.verbose else None, total, unit)
+
+    @contextmanager
+    def _lapack_section(self, what: str, flops: float):
+        """Around a long BLAS / LAPACK call (inside its ``blas_section``): its ETA at ``verbose=1``.
+
+        A library call reports nothing while it runs, so the line comes before
+        it: the flop count and the time it takes at the rate a small ``syrk``
+        reaches now (:func:`kfdnumba._linalg.blas_rate`, measured only when
+        verbose), and "done in" after. Silent below ``ETA_MIN_SECONDS``.
+        """
+        if not self.verbose:
+            yield
+            return
+        from ._linalg import blas_rate
+
+        seconds = flops / blas_rate()
+        if seconds < ETA_MIN_SECONDS:
+            yield
+            return
+        self._log(f"{what}: {flops:.3g} flops, about {seconds:.1f} s at {flops / seconds / 1e9:.0f} GFLOP/s")
+        start = time.perf_counter()
+        yield
+        self._log(f"{what}: done in {time.perf_counter() - start:.1f} s")
 
     #: Attribute that exists once the estimator is fitted.
     _fitted_attribute: ClassVar[str] = "n_features_in_"

@@ -15,12 +15,24 @@ inverses lose definiteness (cond ≈ 1e11).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from scipy.linalg.blas import dsyrk
 
 from ._jit import jit
 
-__all__ = ["forward_substitution", "back_substitution", "cholesky_append", "cholesky_solve", "row_gram_lower"]
+__all__ = [
+    "forward_substitution",
+    "back_substitution",
+    "cholesky_append",
+    "cholesky_solve",
+    "row_gram_lower",
+    "blas_rate",
+]
+
+#: Order of the ``syrk`` that :func:`blas_rate` times (1024³ ≈ 1.1 GFLOP: 10-20 ms on a core).
+RATE_PROBE_SIZE = 1024
 
 
 def row_gram_lower(A: np.ndarray) -> np.ndarray:
@@ -33,6 +45,23 @@ def row_gram_lower(A: np.ndarray) -> np.ndarray:
     """
     upper = dsyrk(1.0, A.T, trans=1, lower=0)
     return upper.T
+
+
+def blas_rate() -> float:
+    """Return the flop rate of a ``syrk`` with the BLAS threads now in effect (the best of three probes).
+
+    Only for the ETA of a long LAPACK section at ``verbose=1``
+    (:meth:`kfdnumba._base.BaseEstimator._lapack_section`): a few milliseconds,
+    never paid by a silent fit.
+    """
+    A = np.ones((RATE_PROBE_SIZE, RATE_PROBE_SIZE), order="F")
+    C = np.zeros((RATE_PROBE_SIZE, RATE_PROBE_SIZE), order="F")  # written in place: no fresh pages timed
+    best = np.inf
+    for _ in range(3):
+        start = time.perf_counter()
+        dsyrk(1.0, A, c=C, trans=1, lower=0, overwrite_c=1)
+        best = min(best, time.perf_counter() - start)
+    return float(RATE_PROBE_SIZE) ** 3 / max(best, 1e-9)  # syrk of an n × n matrix: n³ flops
 
 
 @jit(parallel=False)

@@ -220,7 +220,8 @@ class KFD(KernelClassifier):
             means = _centre_columns_by_class.run(n * n * 2, K, positive)  # K is now class-centred
             d = means[:, 1] - means[:, 0]
             self._log("Cholesky solve of (N + mu I) alpha = M+ - M-")
-            with blas_section(n**3 + n**3 / 3.0, min_work=_KFD_BLAS_MIN_WORK):  # syrk, Cholesky: BLAS threads
+            flops = n**3 + n**3 / 3.0
+            with blas_section(flops, min_work=_KFD_BLAS_MIN_WORK), self._lapack_section("syrk and Cholesky", flops):
                 N = row_gram_lower(K)
                 N[np.diag_indices_from(N)] += mu
                 try:

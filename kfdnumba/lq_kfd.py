@@ -764,7 +764,7 @@ class LqKFD(SparseKernelClassifier):
         check_memory(24.0 * (n + 1) ** 2, self.max_memory_gb, f"LqKFD with {n} training points (K, K² and the system)")
         self._log(f"Gram matrix {n} x {n} and K^T K")
         K = self.kernel_.block(X, X)
-        with blas_section(float(n) ** 3):  # syrk: BLAS threads, Numba one
+        with blas_section(float(n) ** 3), self._lapack_section("K^T K (syrk)", float(n) ** 3):  # BLAS threads
             KK = row_gram_lower(K)
         return _ExactGram(K=K, KK=KK, col_sums=K.sum(axis=0))
 

@@ -715,7 +715,8 @@ class SparseGreedyKFD(SparseKernelClassifier):
                         active[c] = False
             progress.update(int(n_bases.max()))
             if self.verbose and (step % 50 == 0 or not active.any()):
-                self._log(f"step {step}: bases per class {n_bases.tolist()}, objective {[o[-1] for o in objective]}")
+                latest = ", ".join(f"{o[-1]:.6g}" for o in objective)
+                self._log(f"step {step}: bases per class {n_bases.tolist()}, objective [{latest}]")
         source.finish()
 
         if (n_bases == 0).any():

@@ -455,6 +455,30 @@ def test_progress_line_reports_rate_and_eta_for_long_fits(monkeypatch, capsys):
     progress.update(5)
 
 
+def test_long_lapack_sections_announce_their_eta(monkeypatch, capsys):
+    from kfdnumba import _base, _linalg
+
+    X, y = two_blobs(60, seed=6)
+    monkeypatch.setattr(_linalg, "RATE_PROBE_SIZE", 64)
+    rate = _linalg.blas_rate()
+    assert np.isfinite(rate) and rate > 0
+    KFD(sigma=1.0, mu=0.1, verbose=1).fit(X, y)  # a fixed mu: the syrk + Cholesky path
+    LqKFD(sigma=1.0, solver="exact", rho=0.01, verbose=1).fit(X, y)
+    assert "about" not in capsys.readouterr().out  # tiny sections: nothing announced
+    monkeypatch.setattr(_base, "ETA_MIN_SECONDS", 0.0)
+    KFD(sigma=1.0, mu=0.1, verbose=1).fit(X, y)
+    LqKFD(sigma=1.0, solver="exact", rho=0.01, verbose=1).fit(X, y)
+    out = capsys.readouterr().out
+    for what in ("[KFD] syrk and Cholesky: ", "[LqKFD] K^T K (syrk): "):
+        lines = [row for row in out.splitlines() if row.startswith(what)]
+        assert len(lines) == 2, out
+        assert "flops, about" in lines[0] and "GFLOP/s" in lines[0] and "done in" in lines[1]
+    monkeypatch.setattr(_linalg, "blas_rate", lambda: pytest.fail("a silent fit probed the BLAS rate"))
+    KFD(sigma=1.0, mu=0.1).fit(X, y)
+    LqKFD(sigma=1.0, solver="exact", rho=0.01).fit(X, y)
+    assert capsys.readouterr().out == ""
+
+
 def test_short_fits_print_no_progress_line(capsys):
     X, y = two_blobs(60, seed=6)
     SparseGreedyKFD(sigma=1.0, verbose=1, random_state=0).fit(X, y)
