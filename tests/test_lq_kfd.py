@@ -637,8 +637,10 @@ def test_q_auto_prices_both_exponents_and_picks_by_the_rho_rule():
     auto = _LqKFD(sigma=1.0, q="auto").fit(X, y)
     table = auto.rho_path_  # (ρ, PRESS, retained, best prefix, q)
     assert set(table[:, 4]) == set(lq_module.AUTO_QS)
-    # the q = 1 chain is the default's path, fit for fit
-    np.testing.assert_allclose(table[table[:, 4] == 1.0], convex.rho_path_, rtol=1e-12)
+    # the q = 1 chain is the default's path, fit for fit (each may stop the ρ path at another ρ)
+    chain = table[table[:, 4] == 1.0]
+    common = min(chain.shape[0], convex.rho_path_.shape[0])
+    np.testing.assert_allclose(chain[:common], convex.rho_path_[:common], rtol=1e-12)
     # every q < 1 fit starts from the q = 1 fit at its ρ: the Lq penalty only prunes further
     for rho in table[table[:, 4] == 0.5, 0]:
         kept = table[(table[:, 0] == rho), 2]
@@ -646,6 +648,25 @@ def test_q_auto_prices_both_exponents_and_picks_by_the_rho_rule():
     near = table[:, 1] <= (1.0 + lq_module.AUTO_RHO_RTOL) * table[:, 1].min()
     assert auto.n_retained_ == table[near, 3].min()
     assert auto.loo_q_ in lq_module.AUTO_QS and auto.loo_rho_ in lq_module.AUTO_RHOS
+
+
+@pytest.mark.parametrize("q", [1.0, "auto"])
+def test_rho_path_stops_after_patience_worse_fits_with_the_model_of_the_whole_path(q, monkeypatch):
+    X, y = two_blobs(n=150, seed=11)
+    patience, rtol = lq_module.AUTO_RHO_PATIENCE, lq_module.AUTO_RHO_RTOL
+    stopped = _LqKFD(sigma=1.0, q=q).fit(X, y)
+    monkeypatch.setattr(lq_module, "AUTO_RHO_PATIENCE", len(lq_module.AUTO_RHOS) + 1)
+    whole = _LqKFD(sigma=1.0, q=q).fit(X, y)
+    table, full = stopped.rho_path_, whole.rho_path_
+    assert table.shape[0] < full.shape[0]  # this data's PRESS rises to the right: the stop acts
+    np.testing.assert_allclose(table, full[: table.shape[0]], rtol=1e-12)  # a prefix of the whole path
+    rhos = np.unique(table[:, 0])
+    per_rho = np.array([table[table[:, 0] == r, 1].min() for r in rhos])
+    for k in range(len(rhos) - patience, len(rhos)):  # the last fits were each worse than the best before them
+        assert per_rho[k] > (1.0 + rtol) * per_rho[:k].min()
+    assert stopped.loo_rho_ == whole.loo_rho_ and stopped.loo_q_ == whole.loo_q_
+    np.testing.assert_array_equal(stopped.support_, whole.support_)
+    np.testing.assert_allclose(stopped.decision_function(X), whole.decision_function(X), rtol=1e-10, atol=1e-12)
 
 
 def test_q_auto_with_a_fixed_rho_is_the_convex_model():
