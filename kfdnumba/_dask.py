@@ -970,13 +970,17 @@ class DaskColumns:
         self._updates.append((path.c, index, np.array(slots, dtype=np.int64), *update))
         return True
 
-    def store(self, block, j: int) -> int:
-        """Record candidate j as accepted (its column is made on the chunks at the next step); return its slot."""
+    def store(self, block, j: int) -> tuple[int, None]:
+        """Record candidate j as accepted (its column is made on the chunks at the next step).
+
+        Returns its slot and, as :meth:`kfdnumba.sparse_greedy_kfd.MemoryColumns.store` does, the
+        renumbering of the other slots: None, the chunks' columns are never reordered.
+        """
         index = int(block.cand[j])
         self.slot_of[index] = len(self.stored_points)
         self.stored_points.append(block.points[j])
         self.stored_index.append(index)
-        return len(self.stored_points) - 1
+        return len(self.stored_points) - 1, None
 
     def _snapshots(self) -> list:
         out = []

@@ -580,7 +580,7 @@ class _DaskBases:
             appended = self.columns.loo_append(self.path, block, 0, j, cross, slots, kdiag)
             if not appended and self.loo_refuses:
                 return False
-        slot = self.columns.store(block, 0)
+        slot, _ = self.columns.store(block, 0)  # a dask store never renumbers
         if appended:
             self.path_slots.append(slot)
         return True

@@ -232,6 +232,14 @@ def _optimized_cut(output: np.ndarray, positive: np.ndarray) -> float:
     return optimized_threshold(output, np.where(positive, 1.0, -1.0))
 
 
+def _renumber_slots(renumber: np.ndarray, slots: np.ndarray, n_bases: np.ndarray, slot_of: dict) -> None:
+    """Apply a renumbering ``new_of_old`` of the stored columns to every model's slots and to ``slot_of``."""
+    for c in range(slots.shape[0]):
+        slots[c, : n_bases[c]] = renumber[slots[c, : n_bases[c]]]
+    for index, slot in slot_of.items():
+        slot_of[index] = int(renumber[slot])
+
+
 def _stop_now(history: list[float], window: int, tol: float) -> bool:
     """Mean of the last ``window`` values of ``history`` below ``tol``."""
     return len(history) >= window and float(np.mean(history[-window:])) < tol
@@ -284,6 +292,7 @@ class MemoryColumns:
         self.stored = self.rows[self.n_fixed :]
         self.stored_index = np.empty(capacity, dtype=np.intp)
         self.n_stored = 0
+        self.n_live = 0  # stored[:n_live] are the columns some active model reads (keep_live): the GEMM's rows
         self._shared_paths = []  # paths reading ``stored`` (re-pointed when it grows)
         self._block = None
 
@@ -309,7 +318,7 @@ class MemoryColumns:
             self._block = np.empty((cand.size, self.n))
         block, sq_norms = self.kernel.block_and_row_norms(self.X[cand], self.X, out=self._block[: cand.size])
         columns = block.T  # ℓ × κ (Fortran order)
-        n_rows = self.n_fixed + self.n_stored
+        n_rows = self.n_fixed + self.n_live  # the columns of stopped models only are not multiplied
         # One GEMM, BLAS-shaped κ × ℓ × m, on ONE BLAS thread: BLAS threads would spin on the cores the
         # next step's parallel kernel block needs (ℓ = 10⁵: 5.4 s with them, 4.5 s without).
         products = self.rows[:n_rows] @ columns
@@ -328,14 +337,59 @@ class MemoryColumns:
         """Append candidate j's column to class c's path (False: refused)."""
         return path.append(block.columns[:, j], index, cross)
 
-    def store(self, block: CandidateBlock, j: int) -> int:
-        """Store candidate j's column; return its slot."""
+    def store(self, block: CandidateBlock, j: int) -> tuple[int, np.ndarray | None]:
+        """Store candidate j's column at the end of the live rows; return its slot and the renumbering.
+
+        The renumbering (``new_of_old`` over the slots, or None) moves the first
+        column that only stopped models read to the end, to make room.
+        """
         if self.n_stored == self.stored.shape[0]:
             self._grow()
-        self.stored[self.n_stored] = block.columns[:, j]
-        self.stored_index[self.n_stored] = block.cand[j]
+        slot = self.n_live
+        renumber = self._swap(slot, self.n_stored) if slot < self.n_stored else None
+        self.stored[slot] = block.columns[:, j]
+        self.stored_index[slot] = block.cand[j]
         self.n_stored += 1
-        return self.n_stored - 1
+        self.n_live += 1
+        return slot, renumber
+
+    def keep_live(self, used: np.ndarray) -> np.ndarray | None:
+        """Reorder the stored columns so that the slots ``used`` by the active models come first.
+
+        One-vs-rest models stop at different steps; the columns that only stopped
+        models read then leave the candidate GEMM (:meth:`candidates`), which would
+        otherwise multiply every stored column at every step (USPS, 10 classes:
+        the last 150 steps had one to five classes left). Returns the renumbering
+        ``new_of_old`` of the slots, or None when nothing moved.
+        """
+        n = self.n_stored
+        live = np.zeros(n, dtype=bool)
+        live[used] = True
+        order = np.concatenate([np.flatnonzero(live), np.flatnonzero(~live)])
+        self.n_live = int(live.sum())
+        if np.array_equal(order, np.arange(n)):
+            return None
+        self.stored[:n] = self.stored[order]
+        self.stored_index[:n] = self.stored_index[order]
+        renumber = np.empty(n, dtype=np.int64)
+        renumber[order] = np.arange(n)
+        return renumber
+
+    def revive(self, slot: int) -> np.ndarray | None:
+        """Bring a stored column an active model takes again (a stopped model's) into the live rows."""
+        if slot < self.n_live:
+            return None
+        renumber = self._swap(slot, self.n_live)
+        self.n_live += 1
+        return renumber
+
+    def _swap(self, a: int, b: int) -> np.ndarray:
+        """Swap stored slots a and b (b may be the free slot ``n_stored``); return the renumbering."""
+        self.stored[[a, b]] = self.stored[[b, a]]
+        self.stored_index[[a, b]] = self.stored_index[[b, a]]
+        renumber = np.arange(max(self.n_stored, a + 1, b + 1), dtype=np.int64)
+        renumber[a], renumber[b] = b, a
+        return renumber
 
     def flush(self) -> None:
         """Finish the step's leave-one-out updates (in memory they are done at once)."""
@@ -584,8 +638,16 @@ class SparseGreedyKFD(SparseKernelClassifier):
         n_columns = 0
         step = 0
         progress = self._progress(max_bases, "bases")
+        partition = not source.distributed and n_models > 1  # MemoryColumns.keep_live when a model stops
+        was_active = active.copy()
         while active.any():
             step += 1
+            if partition and not np.array_equal(active, was_active):
+                used = [slots[c, : n_bases[c]] for c in np.flatnonzero(active)]
+                renumber = source.keep_live(np.unique(np.concatenate(used)) if used else np.zeros(0, np.int64))
+                if renumber is not None:
+                    _renumber_slots(renumber, slots, n_bases, slot_of)
+                was_active = active.copy()
             if int(n_bases[active].max()) + 2 > factors.shape[1]:  # room for one more basis per active class
                 factors, w_pos, pos_const = grown_factors(factors, [w_pos, pos_const], max_bases + 1)
             pool = np.flatnonzero(usable[active].any(axis=0))
@@ -684,7 +746,14 @@ class SparseGreedyKFD(SparseKernelClassifier):
                         usable[c, index] = False  # dependent for some λ of the grid
                         continue
                 if index not in slot_of:
-                    slot_of[index] = source.store(block, j)
+                    slot, renumber = source.store(block, j)
+                    if renumber is not None:  # of the columns stored before (the new one has its slot)
+                        _renumber_slots(renumber, slots, n_bases, slot_of)
+                    slot_of[index] = slot
+                elif not source.distributed:  # another class's column: back among the GEMM's rows if need be
+                    renumber = source.revive(slot_of[index])
+                    if renumber is not None:
+                        _renumber_slots(renumber, slots, n_bases, slot_of)
                 support[c, m] = index
                 if m == 0 and first_rejects[c]:
                     usable[c, first_rejects[c]] = True

@@ -354,3 +354,79 @@ def test_column_store_growth_past_the_budget_is_refused(monkeypatch):
     with pytest.raises(ValueError, match="would exceed max_memory_gb after"):
         model.fit(X, y)
     assert not hasattr(model, "support_")
+
+
+@pytest.mark.parametrize("kw", [{}, {"regularizer": "kernel"}, {"stop": "paper", "C": 1.0, "threshold": "qp"}])
+def test_multiclass_gemm_skips_stopped_classes_columns_with_the_same_model(kw, monkeypatch):
+    """One-vs-rest classes stop at different steps; MemoryColumns.keep_live takes their columns out of the GEMM."""
+    from kfdnumba import sparse_greedy_kfd as sg
+
+    r = np.random.default_rng(12)
+    y = np.repeat(np.arange(4), [90, 60, 40, 30])
+    X = r.standard_normal((y.size, 2)) * (0.4 + 0.3 * y[:, None]) + 2.5 * np.array([[0, 0], [1, 1], [2, -1], [0, 2]])[y]
+    rows_used = []
+    candidates = sg.MemoryColumns.candidates
+
+    def counted(self, cand, kernel_reg):
+        rows_used.append((self.n_live, self.n_stored))
+        return candidates(self, cand, kernel_reg)
+
+    monkeypatch.setattr(sg.MemoryColumns, "candidates", counted)
+    params = {"sigma": 1.0, "random_state": 0, "selection_rows": None, **kw}
+    partitioned = SparseGreedyKFD(**params).fit(X, y)
+    skipped = sum(stored - live for live, stored in rows_used)
+    assert skipped > 0, rows_used  # classes stopped early and their columns left the product
+    rows_used.clear()
+    monkeypatch.setattr(sg.MemoryColumns, "keep_live", lambda self, used: setattr(self, "n_live", self.n_stored))
+    every = SparseGreedyKFD(**params).fit(X, y)
+    assert all(live == stored for live, stored in rows_used)
+    np.testing.assert_array_equal(partitioned.support_, every.support_)
+    np.testing.assert_allclose(partitioned.dual_coef_, every.dual_coef_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(partitioned.decision_function(X), every.decision_function(X), rtol=1e-9, atol=1e-10)
+    assert [list(b) for b in partitioned.bases_] == [list(b) for b in every.bases_]
+
+
+def test_memory_columns_keep_live_revive_and_store_renumber_consistently():
+    from kfdnumba import sparse_greedy_kfd as sg
+
+    r = np.random.default_rng(3)
+    X = r.standard_normal((40, 2))
+    targets = np.where(np.arange(40)[None, :] % 3 == np.arange(3)[:, None], 1.0, -1.0)
+    kernel = Kernel("rbf", 1.0)
+    source = sg.MemoryColumns(X, targets, kernel, capacity=20)
+    K = kernel.block(X, X)
+    slot_of = {}  # index -> slot, renumbered as the store moves columns
+
+    def check():
+        for index, slot in slot_of.items():
+            assert source.stored_index[slot] == index
+            np.testing.assert_array_equal(source.stored[slot], K[:, index])
+
+    def apply(renumber):
+        if renumber is not None:
+            for index in slot_of:
+                slot_of[index] = int(renumber[slot_of[index]])
+
+    for index in [5, 9, 2, 30, 17, 11]:
+        block = source.candidates(np.array([index]), False)
+        slot, renumber = source.store(block, 0)
+        apply(renumber)
+        slot_of[index] = slot
+        check()
+    assert source.n_live == source.n_stored == 6
+    apply(source.keep_live(np.array([slot_of[9], slot_of[17]])))  # the other four only stopped models read
+    check()
+    assert source.n_live == 2 and {slot_of[9], slot_of[17]} == {0, 1}
+    block = source.candidates(np.array([21]), False)
+    assert block.products.shape[0] == source.n_fixed + 2  # the GEMM covers the live columns only
+    live = [9, 17] if slot_of[9] == 0 else [17, 9]
+    np.testing.assert_allclose(block.products[source.n_fixed :, 0], K[:, live].T @ K[:, 21], rtol=1e-12)
+    slot, renumber = source.store(block, 0)  # a stopped model's column moves to the end to make room
+    apply(renumber)
+    slot_of[21] = slot
+    check()
+    assert slot == 2 and source.n_live == 3 and source.n_stored == 7
+    apply(source.revive(slot_of[30]))  # an active model takes a stopped model's column
+    check()
+    assert slot_of[30] == 3 and source.n_live == 4
+    assert source.revive(slot_of[9]) is None  # live already
