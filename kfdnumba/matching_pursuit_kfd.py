@@ -502,6 +502,7 @@ class _MemoryBases:
     def __init__(self, kernel, X: np.ndarray, k: int, path):
         self.kernel, self.X, self.path = kernel, X, path
         self.n = X.shape[0]
+        self.rows_X = kernel.prepare(X)
         self.C = np.zeros((k, self.n))  # K[I, :] rows of the accepted bases
         self.row = None
 
@@ -510,7 +511,7 @@ class _MemoryBases:
 
     def kernel_entries(self, j: int, m: int):
         """``(K[I, j], k(x_j, x_j))`` for the dependence check."""
-        self.row = self.kernel.block(self.X[j : j + 1], self.X)[0]  # original kernel row k(x_j, X)
+        self.row = self.rows_X.block(self.X[j : j + 1])[0]  # original kernel row k(x_j, X)
         return np.ascontiguousarray(self.C[:m, j]), self.row[j]
 
     def accept(self, j: int, m: int) -> bool:

@@ -232,13 +232,14 @@ class _WithinScatter:
         self.diag = np.empty(n)
         self.K = None
         self._partial = None
+        self.rows_X = None if dense else kernel.prepare(X)  # kernel rows k(X[p], X) without K
         first_pass = _class_means_and_scatter_diag.run
         if dense:
             self.K = kernel.block(X, X) if K is None else K
             first_pass(4 * n * n, self.K, self.positive, n_pos, n_neg, self.means, self.diag)
         else:
             for lo, hi in self._blocks():
-                block = kernel.block(X[lo:hi], X)
+                block = self.rows_X.block(X[lo:hi])
                 first_pass(4 * block.size, block, self.positive, n_pos, n_neg, self.means[lo:hi], self.diag[lo:hi])
 
     def _blocks(self):
@@ -249,7 +250,7 @@ class _WithinScatter:
 
     def kernel_row(self, p: int) -> np.ndarray:
         """Row p of K (= column p, K symmetric)."""
-        return self.K[p] if self.K is not None else self.kernel.block(self.X[p : p + 1], self.X)[0]
+        return self.K[p] if self.K is not None else self.rows_X.block(self.X[p : p + 1])[0]
 
     def centred_row(self, p: int) -> np.ndarray:
         """Row p of the class-centred K̄: ``K[p, j] - M_{c(j)}[p]``."""
@@ -368,6 +369,7 @@ def _select_nodes_sampled(
     j_history: list[float] = []
     J = 0.0
     block = np.empty((min(n_candidates, n), n))  # the candidates' kernel rows, one buffer for every step
+    rows_X = kernel.prepare(X)  # X centred once (and its norms, many features), not at every step
     while len(nodes) < cap:
         m = len(nodes)
         pool = np.flatnonzero(usable)
@@ -377,7 +379,7 @@ def _select_nodes_sampled(
             break
         cand = pool if n_candidates >= pool.size else np.sort(rng.choice(pool, n_candidates, replace=False))
         kappa = cand.shape[0]
-        rows = kernel.block(X[cand], X, out=block[:kappa])  # K[cand, :], κ × ℓ (no fresh pages per step)
+        rows = rows_X.block(X[cand], out=block[:kappa])  # K[cand, :], κ × ℓ (no fresh pages per step)
         means = np.empty((kappa, 2))
         diag = np.empty(kappa)
         _class_means_and_scatter_diag.run(4 * rows.size, rows, pos64, n_pos, n_neg, means, diag)

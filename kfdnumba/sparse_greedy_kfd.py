@@ -291,6 +291,7 @@ class MemoryColumns:
         self.rows[1 : self.n_fixed] = self.positive
         self.stored = self.rows[self.n_fixed :]
         self.stored_index = np.empty(capacity, dtype=np.intp)
+        self.rows_X = kernel.prepare(X)  # every step's block is k(X[cand], X)
         self.n_stored = 0
         self.n_live = 0  # stored[:n_live] are the columns some active model reads (keep_live): the GEMM's rows
         self._shared_paths = []  # paths reading ``stored`` (re-pointed when it grows)
@@ -316,7 +317,7 @@ class MemoryColumns:
         """Kernel columns of the candidates (one parallel block) and their statistics (one GEMM)."""
         if self._block is None or self._block.shape[0] < cand.size:  # one buffer for every step's kernel block
             self._block = np.empty((cand.size, self.n))
-        block, sq_norms = self.kernel.block_and_row_norms(self.X[cand], self.X, out=self._block[: cand.size])
+        block, sq_norms = self.rows_X.block_and_row_norms(self.X[cand], out=self._block[: cand.size])
         columns = block.T  # ℓ × κ (Fortran order)
         n_rows = self.n_fixed + self.n_live  # the columns of stopped models only are not multiplied
         # One GEMM, BLAS-shaped κ × ℓ × m, on ONE BLAS thread: BLAS threads would spin on the cores the

@@ -204,3 +204,25 @@ def test_gram_matvec_same_with_one_and_two_threads_and_serial_twin(rng):
     np.testing.assert_array_equal(one, two)  # fixed chunks: same summation order
     np.testing.assert_array_equal(serial, two)
     np.testing.assert_allclose(two, rbf(X, X, 0.8) @ v, rtol=1e-11, atol=1e-11)
+
+
+@pytest.mark.parametrize("name, d", [("rbf", 2), ("rbf", 40), ("linear", 5)])
+def test_prepared_rows_give_every_block_against_them(name, d):
+    """KernelRows: B centred (and its norms) once, then blocks k(A, B) for many A, as Kernel.block and the twin."""
+    r = np.random.default_rng(d)
+    B = r.standard_normal((70, d)) + 50.0  # far from the origin: the centring matters
+    kernel = Kernel(name, 1.5 * np.sqrt(d))
+    rows = kernel.prepare(B)
+    for n_a in (1, 9, 33):
+        A = r.standard_normal((n_a, d)) + 50.0
+        twin = rbf(A, B, kernel.sigma) if name == "rbf" else linear(A, B)
+        block = rows.block(A)
+        np.testing.assert_allclose(block, twin, rtol=1e-10, atol=1e-10)
+        np.testing.assert_array_equal(block, kernel.block(A, B))
+        out = np.empty((n_a, 70))
+        again, norms = rows.block_and_row_norms(A, out=out)
+        assert again is out
+        np.testing.assert_array_equal(again, block)
+        np.testing.assert_allclose(norms, (twin**2).sum(axis=1), rtol=1e-10)
+    np.testing.assert_array_equal(rows.B, (B - B.mean(axis=0)) if name == "rbf" else B)  # B itself is not changed
+    assert rows.block(np.zeros((0, d))).shape == (0, 70)
