@@ -18,7 +18,7 @@ from naive_sparse_greedy_kfd import (  # noqa: E402
 )
 
 from kfdnumba import SparseGreedyKFD  # noqa: E402
-from kfdnumba._kernels import Kernel  # noqa: E402
+from kfdnumba._kernels import Kernel, KernelRows  # noqa: E402
 from kfdnumba.sparse_greedy_kfd import optimized_threshold  # noqa: E402
 
 SIGMA = 0.8
@@ -237,13 +237,13 @@ def test_one_vs_rest_shares_candidate_columns():
 def test_no_gram_block_wider_than_the_candidates(monkeypatch):
     X, y = banana_like(120, seed=14)
     widths = []
-    original = Kernel._block  # behind block and block_and_row_norms
+    original = KernelRows._block  # behind every block and block_and_row_norms
 
-    def recording_block(self, A, B, out, norms):
-        widths.append((np.shape(A)[0], np.shape(B)[0]))
-        return original(self, A, B, out, norms)
+    def recording_block(self, A, out, norms):
+        widths.append((np.shape(A)[0], self.n))
+        return original(self, A, out, norms)
 
-    monkeypatch.setattr(Kernel, "_block", recording_block)
+    monkeypatch.setattr(KernelRows, "_block", recording_block)
     fit(X, y, max_bases=30, n_candidates=9)
     assert widths and all(min(a, b) <= 9 for a, b in widths)  # candidates × ℓ (or ℓ × candidates)
 
