@@ -339,57 +339,53 @@ def _select_nodes(scatter: _WithinScatter, mu: float, tol: float, max_nodes: int
     return np.asarray(nodes, dtype=np.intp), alpha, np.asarray(j_history), d
 
 
-def _select_nodes_sampled(
-    kernel, X, positive, mu: float, tol: float, max_nodes: int, n_candidates: int, rng, log, path=None, progress=None
-):
-    """Greedy selection of eqs. (13)-(20) over κ random candidates per step, nothing ℓ × ℓ.
+class _SampledNodes:
+    """One class's greedy selection on the sampled path: its nodes, factor and candidate pool.
 
-    Per step: draw κ = ``n_candidates`` indices from the points still usable,
-    compute their kernel rows (κ × ℓ, one block), their class means (eq. 5,
-    ``d_x = M₊[x] - M₋[x]``) and ``N_full[x, x] = ||K̄[x, :]||²`` (one parallel
-    pass), ``N_full[S, x] = K̄[S, :] K[x, :]ᵀ`` (one GEMM with the kept
-    centred rows of the nodes, s × ℓ), ``w_x = L⁻¹ N_full[S, x]`` and the gain
-    ``e_x² / ρ_x`` of eq. (20); accept the best as the exhaustive path does.
-    A candidate whose ρ is at rounding level is never drawn again (ρ only
-    falls as S grows). Returns nodes, α, J history and the nodes' class means
-    ``(M₋, M₊)`` (r × 2).
+    :func:`_select_nodes_sampled` offers every class the same κ candidates per step
+    (their kernel rows computed once, as sparse greedy KFD's one-against-the-rest,
+    section 4.1.3 of Mika, Smola & Schölkopf 2001); :meth:`offer` scores them by
+    eq. (20) with this class's means, scatter and nodes and accepts the best.
     """
-    n = X.shape[0]
-    cap = min(max_nodes, n)
-    pos64 = positive.astype(np.int64)
-    class_of = positive.astype(np.intp)
-    n_pos = int(pos64.sum())
-    n_neg = n - n_pos
-    centred = np.zeros((cap, n))  # K̄[S, :], rows of the accepted nodes
-    node_means = np.zeros((cap, 2))
-    L = np.zeros((cap, cap))
-    q = np.zeros(cap)
-    usable = np.ones(n, dtype=np.bool_)
-    nodes: list[int] = []
-    j_history: list[float] = []
-    J = 0.0
-    block = np.empty((min(n_candidates, n), n))  # the candidates' kernel rows, one buffer for every step
-    rows_X = kernel.prepare(X)  # X centred once (and its norms, many features), not at every step
-    while len(nodes) < cap:
-        m = len(nodes)
-        pool = np.flatnonzero(usable)
-        if pool.size == 0:
-            if log is not None:
-                log(f"stop: no candidate with a usable rho after {m} nodes")
-            break
-        cand = pool if n_candidates >= pool.size else np.sort(rng.choice(pool, n_candidates, replace=False))
+
+    def __init__(self, positive, mu: float, tol: float, cap: int, path, progress, log, label: str):
+        n = positive.shape[0]
+        self.pos64 = positive.astype(np.int64)
+        self.class_of = positive.astype(np.intp)
+        self.n_pos = int(self.pos64.sum())
+        self.n_neg = n - self.n_pos
+        self.mu, self.tol, self.cap = mu, tol, cap
+        self.path, self.progress, self.log, self.label = path, progress, log, label
+        self.centred = np.zeros((cap, n))  # K̄[S, :], rows of the accepted nodes
+        self.node_means = np.zeros((cap, 2))
+        self.L = np.zeros((cap, cap))
+        self.q = np.zeros(cap)
+        self.usable = np.ones(n, dtype=np.bool_)
+        self.nodes: list[int] = []
+        self.j_history: list[float] = []
+        self.J = 0.0
+        self.active = True
+
+    def _stop(self, message: str) -> None:
+        self.active = False
+        if self.log is not None:
+            self.log(f"{self.label}stop: {message}")
+
+    def offer(self, cand: np.ndarray, rows: np.ndarray) -> None:
+        """Score the candidates ``cand`` (kernel rows ``rows``, κ × ℓ) and accept the best usable one."""
+        m = len(self.nodes)
         kappa = cand.shape[0]
-        rows = rows_X.block(X[cand], out=block[:kappa])  # K[cand, :], κ × ℓ (no fresh pages per step)
+        mu, L, q = self.mu, self.L, self.q
         means = np.empty((kappa, 2))
         diag = np.empty(kappa)
-        _class_means_and_scatter_diag.run(4 * rows.size, rows, pos64, n_pos, n_neg, means, diag)
+        _class_means_and_scatter_diag.run(4 * rows.size, rows, self.pos64, self.n_pos, self.n_neg, means, diag)
         d_cand = means[:, 1] - means[:, 0]
         diag_mu = diag + mu
         if m:
             # N_full[S, cand] (K̄ rows sum to zero within each class), BLAS-shaped s × ℓ × κ on ONE BLAS
             # thread: BLAS threads would spin on the cores the next step's parallel kernel block needs
             # (ℓ = 10⁵: 6.3 s with them, 4.7 s without).
-            cross = centred[:m] @ rows.T
+            cross = self.centred[:m] @ rows.T
             w = scipy.linalg.solve_triangular(L[:m, :m], cross, lower=True, check_finite=False)
             rho = diag_mu - np.einsum("ij,ij->j", w, w)
             e = q[:m] @ w - d_cand
@@ -398,39 +394,93 @@ def _select_nodes_sampled(
             rho = diag_mu.copy()
             e = -d_cand
         usable_rho = rho > RHO_RTOL * diag_mu
-        usable[cand[~usable_rho]] = False  # ρ at rounding level: never divide by it, never draw it again
+        self.usable[cand[~usable_rho]] = False  # ρ at rounding level: never divide by it, never draw it again
+        open_ = usable_rho & self.usable[cand]  # (another class's draw may hold points this one has used)
         gains = np.full(kappa, _SKIP)
-        gains[usable_rho] = e[usable_rho] ** 2 / rho[usable_rho]
+        gains[open_] = e[open_] ** 2 / rho[open_]
         i = int(np.argmax(gains))
         gain = gains[i]
         if not gain > _SKIP:
-            continue  # every drawn candidate was skipped: draw again from the rest
+            if not self.usable.any():
+                self._stop(f"no candidate with a usable rho after {m} nodes")
+            return  # every drawn candidate was skipped: draw again from the rest
         p = int(cand[i])
-        if m > 0 and gain < tol * (J + gain):
-            if log is not None:
-                log(f"stop: relative gain {gain / (J + gain):.3g} < tol after {m} nodes")
-            break
+        if m > 0 and gain < self.tol * (self.J + gain):
+            self._stop(f"relative gain {gain / (self.J + gain):.3g} < tol after {m} nodes")
+            return
         rho_p = cholesky_append(L, m, np.ascontiguousarray(cross[:, i]), diag_mu[i], RHO_RTOL * diag_mu[i])
-        usable[p] = False
-        if not rho_p > RHO_RTOL * diag_mu[i] or (path is not None and not path.append(rows[i], p)):
-            continue  # as on the exhaustive path: skipped, row m of L is overwritten by the next node
+        self.usable[p] = False
+        if not rho_p > RHO_RTOL * diag_mu[i] or (self.path is not None and not self.path.append(rows[i], p)):
+            if not self.usable.any():
+                self._stop(f"no candidate with a usable rho after {m} nodes")
+            return  # as on the exhaustive path: skipped, row m of L is overwritten by the next node
         q[m] = (d_cand[i] - L[m, :m] @ q[:m]) / L[m, m]
-        J += q[m] * q[m]
-        nodes.append(p)
-        j_history.append(J)
-        centred[m] = rows[i] - means[i, class_of]
-        node_means[m] = means[i]
-        if log is not None:
-            log(f"node {m + 1}: index {p}, J = {J:.6g}, gain = {gain:.3g} (best of {kappa} candidates)")
-        if progress is not None:
-            progress.update(m + 1)
-        if path is not None and path.done and m + 1 < cap:
-            if log is not None:
-                log(f"stop: no better leave-one-out error for {path.patience} nodes")
+        self.J += q[m] * q[m]
+        self.nodes.append(p)
+        self.j_history.append(self.J)
+        self.centred[m] = rows[i] - means[i, self.class_of]
+        self.node_means[m] = means[i]
+        if self.log is not None:
+            self.log(
+                f"{self.label}node {m + 1}: index {p}, J = {self.J:.6g}, gain = {gain:.3g} (best of {kappa} candidates)"
+            )
+        if self.progress is not None:
+            self.progress.update(m + 1)
+        if m + 1 == self.cap:
+            self.active = False
+        elif self.path is not None and self.path.done:
+            self._stop(f"no better leave-one-out error for {self.path.patience} nodes")
+        elif not self.usable.any():
+            self._stop(f"no candidate with a usable rho after {m + 1} nodes")
+
+    def result(self):
+        r = len(self.nodes)
+        alpha = back_substitution(self.L, r, self.q[:r]) if r else np.zeros(0)
+        return np.asarray(self.nodes, dtype=np.intp), alpha, np.asarray(self.j_history), self.node_means[:r].copy()
+
+
+def _select_nodes_sampled(
+    kernel, X, positives, mu: float, tol: float, max_nodes: int, n_candidates: int, rng, log, paths, progress=None
+):
+    """Greedy selection of eqs. (13)-(20) over κ random candidates per step, nothing ℓ × ℓ.
+
+    ``positives``: one boolean class vector per binary problem (one-vs-rest: one
+    per class), ``paths`` their leave-one-out paths (or Nones). Per step: draw κ =
+    ``n_candidates`` indices from the points some active problem can still use
+    (for one problem, exactly its own pool), compute their kernel rows once (κ × ℓ,
+    one block), then for each active problem (:meth:`_SampledNodes.offer`) their
+    class means (eq. 5, ``d_x = M₊[x] - M₋[x]``) and ``N_full[x, x] =
+    ||K̄[x, :]||²`` (one parallel pass), ``N_full[S, x] = K̄[S, :] K[x, :]ᵀ`` (one
+    GEMM with the kept centred rows of its nodes, s × ℓ), ``w_x = L⁻¹ N_full[S, x]``
+    and the gain ``e_x² / ρ_x`` of eq. (20); accept the best as the exhaustive
+    path does. A candidate whose ρ is at rounding level is never drawn again for
+    that problem (ρ only falls as S grows). Sharing the draws, one-vs-rest
+    computes each kernel row once for every class (USPS, 10 classes, 256
+    features: the kernel blocks were half of the fit). Returns, per problem,
+    nodes, α, J history and the nodes' class means ``(M₋, M₊)`` (r × 2).
+    """
+    n = X.shape[0]
+    cap = min(max_nodes, n)
+    many = len(positives) > 1
+    states = [
+        _SampledNodes(positive, mu, tol, cap, path, progress if not many else None, log, f"class {c}: " if many else "")
+        for c, (positive, path) in enumerate(zip(positives, paths))
+    ]
+    block = np.empty((min(n_candidates, n), n))  # the candidates' kernel rows, one buffer for every step
+    rows_X = kernel.prepare(X)  # X centred once (and its norms, many features), not at every step
+    while True:
+        active = [state for state in states if state.active]
+        if not active:
             break
-    r = len(nodes)
-    alpha = back_substitution(L, r, q[:r]) if r else np.zeros(0)
-    return np.asarray(nodes, dtype=np.intp), alpha, np.asarray(j_history), node_means[:r].copy()
+        usable = active[0].usable if len(active) == 1 else np.logical_or.reduce([s.usable for s in active])
+        pool = np.flatnonzero(usable)
+        cand = pool if n_candidates >= pool.size else np.sort(rng.choice(pool, n_candidates, replace=False))
+        rows = rows_X.block(X[cand], out=block[: cand.shape[0]])  # K[cand, :], κ × ℓ (no fresh pages per step)
+        for state in active:
+            state.offer(cand, rows)
+        if many and progress is not None:
+            progress.update(max(len(s.nodes) for s in states))
+    return [state.result() for state in states]
 
 
 # ------------------------------------------------------------------------ estimator
@@ -577,47 +627,83 @@ class ReformativeKFD(SparseKernelClassifier):
         return dense_bytes <= self.max_memory_gb * 2**30
 
     def _fit_one_vs_rest(self, X, targets, rng):
-        """One model per class; on the dense path the Gram matrix is computed once for all."""
+        """Fit one model per class.
+
+        On the dense path the Gram matrix is computed once for all; on the sampled
+        path every class is offered the same candidates (their kernel rows computed once).
+        """
         n = X.shape[0]
-        K = self.kernel_.block(X, X) if self._candidates(n) is None and self._use_dense(n) else None
+        if self._candidates(n) is not None:
+            return self._fit_sampled(X, targets, rng)
+        K = self.kernel_.block(X, X) if self._use_dense(n) else None
         expansions = []
         for c, y in enumerate(targets):
             self._log_class(c, targets.shape[0])
             expansions.append(self._fit_binary(X, y, rng, K))
         return expansions
 
-    def _fit_binary(self, X, y, rng, K=None):
-        n = X.shape[0]
+    def _selection_setup(self, n: int, n_problems: int):
+        """``(cap, mu, λ grid, tol)`` of a selection, after checking its memory (every problem's state at once)."""
         cap = min(self.max_nodes, n)
-        mu = AUTO_SELECTION_MU_RELATIVE * n if self.mu == "auto" else float(self.mu)
-        use_loo = self._uses_loo()
         lambdas = path_lambdas(n, self.mu)
         kappa = self._candidates(n)
-        # exhaustive: ℓ × cap candidate state w_x and N_full rows; sampled: K̄[S, :] and κ kernel rows
-        state = 8.0 * n * (2 * cap + 8) if kappa is None else 8.0 * n * (cap + 3 * min(kappa, n) + 4)
+        # exhaustive: ℓ × cap candidate state w_x and N_full rows; sampled: K̄[S, :] per problem, κ kernel rows
+        if kappa is None:
+            state = 8.0 * n * (2 * cap + 8)
+        else:
+            state = 8.0 * n * (n_problems * (cap + 2 * min(kappa, n) + 4) + min(kappa, n))
+        loo = n_problems * path_bytes(n, cap, lambdas.shape[0]) if self._uses_loo() else 0.0
         check_memory(
-            (path_bytes(n, cap, lambdas.shape[0]) if use_loo else 0.0) + state + 16.0 * cap * cap,
+            loo + state + n_problems * 16.0 * cap * cap,
             self.max_memory_gb,
             f"ReformativeKFD state for {n} points and max_nodes={self.max_nodes}",
         )
+        mu = AUTO_SELECTION_MU_RELATIVE * n if self.mu == "auto" else float(self.mu)
+        return cap, mu, lambdas, 0.0 if self.stop == "loo" else self.tol
+
+    def _fit_sampled(self, X, targets, rng):
+        """Run the sampled path for every binary problem at once (:func:`_select_nodes_sampled`)."""
+        n = X.shape[0]
+        kappa = self._candidates(n)
+        cap, mu, lambdas, tol = self._selection_setup(n, targets.shape[0])
+        paths = [LooPath(y, lambdas, cap, "l2", self.patience) if self._uses_loo() else None for y in targets]
+        self._log(f"within-class rows: {kappa} random candidates per node ({n} points)")
+        log = self._log if self.verbose else None
+        selections = _select_nodes_sampled(
+            self.kernel_,
+            X,
+            [y > 0 for y in targets],
+            mu,
+            tol,
+            self.max_nodes,
+            kappa,
+            rng,
+            log,
+            paths,
+            self._progress(cap, "nodes"),
+        )
+        return [
+            self._expansion(X, y > 0, *selection, path, None) for y, selection, path in zip(targets, selections, paths)
+        ]
+
+    def _fit_binary(self, X, y, rng, K=None):
+        n = X.shape[0]
+        if self._candidates(n) is not None:
+            return self._fit_sampled(X, y[None, :], rng)[0]
+        cap, mu, lambdas, tol = self._selection_setup(n, 1)
         positive = y > 0
-        path = LooPath(y, lambdas, cap, "l2", self.patience) if use_loo else None
-        tol = 0.0 if self.stop == "loo" else self.tol
+        path = LooPath(y, lambdas, cap, "l2", self.patience) if self._uses_loo() else None
         log = self._log if self.verbose else None
         progress = self._progress(cap, "nodes")
-        if kappa is None:
-            dense = self._use_dense(n)
-            self._log(f"within-class rows: {'dense Gram matrix' if dense else 'kernel blocks'} ({n} points)")
-            scatter = _WithinScatter(self.kernel_, X, positive, dense, K)
-            nodes, alpha, j_history, _ = _select_nodes(scatter, mu, tol, self.max_nodes, log, path, progress)
-            node_means = scatter.means[nodes] if nodes.shape[0] else np.zeros((0, 2))
-            K = scatter.K
-        else:
-            self._log(f"within-class rows: {kappa} random candidates per node ({n} points)")
-            nodes, alpha, j_history, node_means = _select_nodes_sampled(
-                self.kernel_, X, positive, mu, tol, self.max_nodes, kappa, rng, log, path, progress
-            )
-            K = None
+        dense = self._use_dense(n)
+        self._log(f"within-class rows: {'dense Gram matrix' if dense else 'kernel blocks'} ({n} points)")
+        scatter = _WithinScatter(self.kernel_, X, positive, dense, K)
+        nodes, alpha, j_history, _ = _select_nodes(scatter, mu, tol, self.max_nodes, log, path, progress)
+        node_means = scatter.means[nodes] if nodes.shape[0] else np.zeros((0, 2))
+        return self._expansion(X, positive, nodes, alpha, j_history, node_means, path, scatter.K)
+
+    def _expansion(self, X, positive, nodes, alpha, j_history, node_means, path, K):
+        """Return the model of a selection: the leave-one-out one, or the paper's (eq. 22; K when stored)."""
         if nodes.shape[0] == 0 or not j_history[-1] > 0:
             raise ValueError(
                 "ReformativeKFD found no separation between the class means (degenerate data, sigma or mu)."

@@ -441,3 +441,71 @@ def test_verbose_reports_nodes_and_the_stop(capsys):
     assert "stop: relative gain" in out
     ReformativeKFD(sigma=1.0, tol=5e-2).fit(X, y)
     assert capsys.readouterr().out == ""
+
+
+class _RecordingRng:
+    """A Generator whose ``choice`` results are recorded (or replayed from a list)."""
+
+    def __init__(self, seed=None, replay=None):
+        self.rng = np.random.default_rng(seed)
+        self.replay = None if replay is None else list(replay)
+        self.draws = []
+
+    def choice(self, pool, size, replace=False):
+        out = self.rng.choice(pool, size, replace=replace) if self.replay is None else self.replay.pop(0)
+        self.draws.append(np.sort(out))
+        return out
+
+
+@pytest.mark.parametrize("with_loo", [True, False])
+def test_one_vs_rest_sampled_path_shares_the_draws_and_each_class_is_its_own_selection(with_loo):
+    """Every class is offered the same κ candidates (one kernel block per step); alone on those draws, each
+    class makes exactly the selection it makes beside the others."""
+    from kfdnumba._loo import LooPath, default_lambdas
+
+    r = np.random.default_rng(21)
+    y = np.repeat(np.arange(3), [70, 50, 40])
+    X = r.standard_normal((y.size, 2)) * 0.8 + 2.0 * np.array([[0, 0], [1, 1], [2, -1]])[y]
+    kernel, kappa, mu = Kernel("rbf", 1.0), 12, 1e-2 * y.size
+    tol = 0.0 if with_loo else 2e-2  # the paper's rule: stop at a relative gain below tol
+    positives = [y == c for c in range(3)]
+
+    def paths():
+        return [
+            LooPath(np.where(p, 1.0, -1.0), default_lambdas(y.size), 40, "l2", 5) if with_loo else None
+            for p in positives
+        ]
+
+    from kfdnumba._kernels import KernelRows
+
+    blocks = []
+    original = KernelRows.block
+
+    def counted(self, A, out=None):
+        blocks.append(np.shape(A)[0])
+        return original(self, A, out)
+
+    rng = _RecordingRng(0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(KernelRows, "block", counted)
+        together = rk._select_nodes_sampled(kernel, X, positives, mu, tol, 40, kappa, rng, None, paths())
+    assert len(blocks) == len(rng.draws)  # one kernel block per step for all classes
+    steps = [len(sel[2]) for sel in together]
+    assert len(set(steps)) > 1  # the classes stopped at different steps (the test covers that case)
+    for c, (nodes, alpha, j_history, node_means) in enumerate(together):
+        alone = rk._select_nodes_sampled(
+            kernel,
+            X,
+            [positives[c]],
+            mu,
+            tol,
+            40,
+            kappa,
+            _RecordingRng(replay=rng.draws),
+            None,
+            [paths()[c]],
+        )[0]
+        np.testing.assert_array_equal(alone[0], nodes)
+        np.testing.assert_allclose(alone[1], alpha, rtol=1e-12)
+        np.testing.assert_allclose(alone[2], j_history, rtol=1e-12)
+        np.testing.assert_allclose(alone[3], node_means, rtol=1e-12)
