@@ -324,21 +324,13 @@ class _DenseDeflatedKernel:
         return K
 
 
-@dataclass
-class _NystroemFeatures:
-    """The implicit representation's Nyström features Φ (ℓ × m) and ``ΦᵀΦ``; read only, shareable."""
-
-    Phi: np.ndarray
-    G: np.ndarray
-
-
 class _ImplicitDeflatedKernel:
     """``K̃ = Φ A Φᵀ`` with Nyström features Φ on m landmarks; deflations update A."""
 
-    def __init__(self, Phi: np.ndarray, d: np.ndarray, positive: np.ndarray, needs_within: bool, G=None):
-        self.Phi = Phi  # read only (one-vs-rest: shared by the classes, with G = ΦᵀΦ)
+    def __init__(self, Phi: np.ndarray, d: np.ndarray, positive: np.ndarray, needs_within: bool):
+        self.Phi = Phi
         self.n, self.m = Phi.shape
-        self.G = Phi.T @ Phi if G is None else G
+        self.G = Phi.T @ Phi
         self.A = np.eye(self.m)
         self.delta = Phi.T @ d  # Φᵀd = μ₊ - μ₋ (class means of Φ's rows)
         self.needs_within = needs_within
@@ -916,43 +908,27 @@ class MatchingPursuitKFD(SparseKernelClassifier):
             self._log(f"dense deflated kernel {n} x {n}")
             K = self.kernel_.block(X, X) if K is None else K
             return _DenseDeflatedKernel(K, d, positive, needs_within, self.stage)
-        if isinstance(K, _NystroemFeatures):  # one-vs-rest: the classes' shared features
-            return _ImplicitDeflatedKernel(K.Phi, d, positive, needs_within, K.G)
-        features = self._features(X, rng, needs_within)
-        return _ImplicitDeflatedKernel(features.Phi, d, positive, needs_within, features.G)
-
-    def _features(self, X, rng, needs_within: bool = False) -> _NystroemFeatures:
-        """Draw the implicit representation's landmarks; return Φ (ℓ × m) and ΦᵀΦ."""
-        n = X.shape[0]
         m = self._n_landmarks(n)
         check_memory(8.0 * n * m * (2 + needs_within), self.max_memory_gb, f"MatchingPursuitKFD's features ({n} x {m})")
         landmarks = self._landmarks(n, rng)
         C = self.kernel_.block(X, X[landmarks])
         Phi = nystroem_features(C, C[landmarks])
-        return _NystroemFeatures(Phi, Phi.T @ Phi)
+        return _ImplicitDeflatedKernel(Phi, d, positive, needs_within)
 
     def _fit_one_vs_rest(self, X, targets, rng):
-        """Fit one model per class.
-
-        The dense Gram matrix (each class deflates a copy) or the implicit
-        representation's Nyström features (read only) are computed once for all classes.
-        """
+        """One model per class; the dense path computes the Gram matrix once (each class deflates a copy)."""
         n = X.shape[0]
-        reads_kernel = self.criterion != "random"  # "auto" runs pseudo too
-        dense = reads_kernel and self._representation(n) == "dense"
-        if dense:
+        shared = self.criterion != "random" and self._representation(n) == "dense"  # "auto" runs pseudo too
+        if shared:
             check_memory(
                 16.0 * n * n, self.max_memory_gb, f"MatchingPursuitKFD's shared kernel and its copy ({n} x {n})"
             )
-            shared = self.kernel_.block(X, X)
-        else:  # the W criteria need Φ twice more per class (kfdnumba's check in _features)
-            shared = self._features(X, rng, self.criterion in ("optimal", "reverse")) if reads_kernel else None
+        K = self.kernel_.block(X, X) if shared else None
         expansions = []
         for c, y in enumerate(targets):
             self._log_class(c, targets.shape[0])
             last = c == targets.shape[0] - 1
-            own = shared.copy() if dense and not last else shared  # the dense K is deflated in place
-            expansions.append(self._fit_binary(X, y, rng, own))
+            expansions.append(self._fit_binary(X, y, rng, None if K is None else (K if last else K.copy())))
         return expansions
 
     def _fit_binary(self, X, y, rng, K=None):

@@ -398,35 +398,3 @@ def test_multiclass_dense_computes_the_gram_matrix_once_and_matches_binary_fits(
         binary = MatchingPursuitKFD(**params).fit(X, np.where(y == c, 1, -1))
         np.testing.assert_array_equal(model.bases_[c], binary.bases_)
         np.testing.assert_allclose(model.alpha_[c], binary.alpha_, rtol=1e-10, atol=1e-12)
-
-
-@pytest.mark.parametrize("criterion", ["auto", "pseudo", "optimal"])
-def test_one_vs_rest_implicit_path_shares_one_set_of_features(criterion, monkeypatch):
-    """One-vs-rest on the implicit deflated kernel: the landmarks, Φ and ΦᵀΦ are made once for all classes,
-    and no class's selection changes them."""
-    from conftest import three_class_blobs
-
-    import kfdnumba.matching_pursuit_kfd as mp
-
-    X, y = three_class_blobs(150, seed=8)
-    made = []
-    features = mp.MatchingPursuitKFD._features
-
-    def recorded(self, X, rng, needs_within=False):
-        out = features(self, X, rng, needs_within)
-        made.append((out, out.Phi.copy(), out.G.copy()))
-        return out
-
-    monkeypatch.setattr(mp.MatchingPursuitKFD, "_features", recorded)
-    model = _MatchingPursuitKFD(
-        sigma=1.0, deflated_kernel="implicit", n_landmarks=40, criterion=criterion, random_state=0
-    ).fit(X, y)
-    assert len(made) == 1
-    shared, Phi, G = made[0]
-    np.testing.assert_array_equal(shared.Phi, Phi)
-    np.testing.assert_array_equal(shared.G, G)
-    np.testing.assert_allclose(G, Phi.T @ Phi, rtol=1e-12)
-    assert model.score(X, y) > 0.85
-    made.clear()
-    _MatchingPursuitKFD(sigma=1.0, deflated_kernel="implicit", n_landmarks=40, criterion=criterion).fit(X, y == 0)
-    assert len(made) == 1  # binary: the features of its one engine (criterion "auto": random makes none)
