@@ -347,7 +347,12 @@ class _ImplicitDeflatedKernel:
             self.Vw = np.ascontiguousarray(Phi @ self.Cw)  # Φ A Cw with A = I
 
     def scores(self, mask):
-        g = self.Phi @ (self.A @ self.delta)
+        rows = np.flatnonzero(mask)
+        if 2 * rows.shape[0] >= self.n:
+            g = self.Phi @ (self.A @ self.delta)
+        else:  # a candidate subset: only its rows of Φ (the others' scores are never read)
+            g = np.zeros(self.n)
+            g[rows] = self.Phi[rows] @ (self.A @ self.delta)
         if not self.needs_within:
             return g * g, None
         within = np.zeros(self.n)

@@ -76,6 +76,28 @@ def test_each_deflation_matches_its_dense_formula(kind, small):
     np.testing.assert_allclose(within, W, atol=1e-12)
 
 
+@pytest.mark.parametrize("needs_within", [False, True])
+def test_implicit_scores_of_a_candidate_subset_are_the_full_scores_there(needs_within, small):
+    """The implicit engine reads only the masked rows of Φ when they are a small subset (the κ candidates)."""
+    X, y, K = small
+    r = np.random.default_rng(2)
+    w, V = np.linalg.eigh(K)
+    Phi = V[:, -20:] * np.sqrt(np.maximum(w[-20:], 0.0))
+    positive = (y > 0).astype(np.uint8)
+    d = np.where(y > 0, 1.0 / positive.sum(), -1.0 / (y.size - positive.sum()))
+    engine = _ImplicitDeflatedKernel(Phi, d, positive, needs_within=needs_within)
+    engine.deflate([r.standard_normal(20) / 10.0], "schur")
+    full_b, full_w = engine.scores(np.ones(y.size, dtype=np.uint8))
+    mask = np.zeros(y.size, dtype=np.uint8)
+    mask[r.choice(y.size, 7, replace=False)] = 1  # under half the rows: the subset branch
+    sub_b, sub_w = engine.scores(mask)
+    on = mask.astype(bool)
+    np.testing.assert_allclose(sub_b[on], full_b[on], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(np.sqrt(full_b), np.abs(Phi @ (engine.A @ engine.delta)), rtol=1e-12)
+    if needs_within:
+        np.testing.assert_allclose(sub_w[on], full_w[on], rtol=1e-12)
+
+
 def test_stage_deflation_of_several_vectors_is_sequential(small):
     X, y, K = small
     d, positive = engine_inputs(K, y)
