@@ -104,6 +104,7 @@ from ._base import (
     SparseKernelClassifier,
     check_memory,
     choose_threshold,
+    plain_label,
     register,
 )
 from ._jit import jit
@@ -446,7 +447,18 @@ class _SampledNodes:
 
 
 def _select_nodes_sampled(
-    kernel, X, positives, mu: float, tol: float, max_nodes: int, n_candidates: int, rng, log, paths, progress=None
+    kernel,
+    X,
+    positives,
+    mu: float,
+    tol: float,
+    max_nodes: int,
+    n_candidates: int,
+    rng,
+    log,
+    paths,
+    progress=None,
+    names=None,
 ):
     """Greedy selection of eqs. (13)-(20) over κ random candidates per step, nothing ℓ × ℓ.
 
@@ -468,8 +480,11 @@ def _select_nodes_sampled(
     n = X.shape[0]
     cap = min(max_nodes, n)
     many = len(positives) > 1
+    names = list(range(len(positives))) if names is None else names  # for the log lines of one-vs-rest
     states = [
-        _SampledNodes(positive, mu, tol, cap, path, progress if not many else None, log, f"class {c}: " if many else "")
+        _SampledNodes(
+            positive, mu, tol, cap, path, progress if not many else None, log, f"class {names[c]!r}: " if many else ""
+        )
         for c, (positive, path) in enumerate(zip(positives, paths))
     ]
     block = np.empty((min(n_candidates, n), n))  # the candidates' kernel rows, one buffer for every step
@@ -687,10 +702,14 @@ class ReformativeKFD(SparseKernelClassifier):
             log,
             paths,
             self._progress(cap, "nodes"),
+            [plain_label(self.classes_, c) for c in range(targets.shape[0])] if targets.shape[0] > 1 else None,
         )
-        return [
-            self._expansion(X, y > 0, *selection, path, None) for y, selection, path in zip(targets, selections, paths)
-        ]
+        expansions = []
+        for c, (y, selection, path) in enumerate(zip(targets, selections, paths)):
+            if targets.shape[0] > 1:
+                self._log_class(c, targets.shape[0])
+            expansions.append(self._expansion(X, y > 0, *selection, path, None))
+        return expansions
 
     def _fit_binary(self, X, y, rng, K=None):
         n = X.shape[0]

@@ -509,3 +509,13 @@ def test_one_vs_rest_sampled_path_shares_the_draws_and_each_class_is_its_own_sel
         np.testing.assert_allclose(alone[1], alpha, rtol=1e-12)
         np.testing.assert_allclose(alone[2], j_history, rtol=1e-12)
         np.testing.assert_allclose(alone[3], node_means, rtol=1e-12)
+
+
+def test_one_vs_rest_sampled_log_names_each_class(capsys):
+    r = np.random.default_rng(5)
+    y = np.repeat(np.array(["ant", "bee", "cat"]), 50)
+    X = r.standard_normal((150, 2)) + 2.0 * np.repeat(np.array([[0, 0], [1, 1], [2, -1]]), 50, axis=0)
+    _ReformativeKFD(sigma=1.0, n_candidates=12, random_state=0, verbose=1).fit(X, y)
+    out = capsys.readouterr().out
+    for name in ("ant", "bee", "cat"):
+        assert f"class '{name}': stop" in out and f"one-vs-rest: class '{name}'" in out, out[-800:]
