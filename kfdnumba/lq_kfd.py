@@ -892,6 +892,8 @@ class LqKFD(SparseKernelClassifier):
                 picks.append((run, path, choice))
                 at_rho = min(at_rho, press)
                 self._log(f"rho = {rho:.3g}, q = {q:g}: {kept} retained, best prefix {choice.size}, LOO {press:.4g}")
+            if not np.isfinite(at_rho):
+                break  # every α pruned at this ρ: no larger ρ can bring one back
             worse = worse + 1 if at_rho > (1.0 + AUTO_RHO_RTOL) * best else 0
             best = min(best, at_rho)
         if not picks:
