@@ -662,11 +662,11 @@ class BaseEstimator:
             return
         from ._linalg import blas_rate
 
-        seconds = flops / blas_rate()
-        if seconds < ETA_MIN_SECONDS:
+        rate = blas_rate()
+        if flops / rate < ETA_MIN_SECONDS:
             yield
             return
-        self._log(f"{what}: {flops:.3g} flops, about {seconds:.1f} s at {flops / seconds / 1e9:.0f} GFLOP/s")
+        self._log(f"{what}: {flops:.3g} flops, about {flops / rate:.1f} s at {rate / 1e9:.0f} GFLOP/s")
         start = time.perf_counter()
         yield
         self._log(f"{what}: done in {time.perf_counter() - start:.1f} s")

@@ -381,6 +381,9 @@ class _SampledNodes:
     def offer(self, cand: np.ndarray, rows: np.ndarray) -> None:
         """Score the candidates ``cand`` (kernel rows ``rows``, κ × ℓ) and accept the best usable one."""
         m = len(self.nodes)
+        if not self.usable.any():  # (then cand is empty when this is the only problem: nothing was drawn)
+            self._stop(f"no candidate with a usable rho after {m} nodes")
+            return
         kappa = cand.shape[0]
         mu, L, q = self.mu, self.L, self.q
         means = np.empty((kappa, 2))
@@ -408,8 +411,6 @@ class _SampledNodes:
         i = int(np.argmax(gains))
         gain = gains[i]
         if not gain > _SKIP:
-            if not self.usable.any():
-                self._stop(f"no candidate with a usable rho after {m} nodes")
             return  # every drawn candidate was skipped: draw again from the rest
         p = int(cand[i])
         if m > 0 and gain < self.tol * (self.J + gain):
@@ -418,8 +419,6 @@ class _SampledNodes:
         rho_p = cholesky_append(L, m, np.ascontiguousarray(cross[:, i]), diag_mu[i], RHO_RTOL * diag_mu[i])
         self.usable[p] = False
         if not rho_p > RHO_RTOL * diag_mu[i] or (self.path is not None and not self.path.append(rows[i], p)):
-            if not self.usable.any():
-                self._stop(f"no candidate with a usable rho after {m} nodes")
             return  # as on the exhaustive path: skipped, row m of L is overwritten by the next node
         q[m] = (d_cand[i] - L[m, :m] @ q[:m]) / L[m, m]
         self.J += q[m] * q[m]
@@ -437,8 +436,6 @@ class _SampledNodes:
             self.active = False
         elif self.path is not None and self.path.done:
             self._stop(f"no better leave-one-out error for {self.path.patience} nodes")
-        elif not self.usable.any():
-            self._stop(f"no candidate with a usable rho after {m + 1} nodes")
 
     def result(self):
         r = len(self.nodes)

@@ -232,8 +232,10 @@ def _optimized_cut(output: np.ndarray, positive: np.ndarray) -> float:
     return optimized_threshold(output, np.where(positive, 1.0, -1.0))
 
 
-def _renumber_slots(renumber: np.ndarray, slots: np.ndarray, n_bases: np.ndarray, slot_of: dict) -> None:
-    """Apply a renumbering ``new_of_old`` of the stored columns to every model's slots and to ``slot_of``."""
+def _renumber_slots(renumber: np.ndarray | None, slots: np.ndarray, n_bases: np.ndarray, slot_of: dict) -> None:
+    """Apply a renumbering ``new_of_old`` of the stored columns (None: none) to every model's slots and ``slot_of``."""
+    if renumber is None:
+        return
     for c in range(slots.shape[0]):
         slots[c, : n_bases[c]] = renumber[slots[c, : n_bases[c]]]
     for index, slot in slot_of.items():
@@ -644,10 +646,8 @@ class SparseGreedyKFD(SparseKernelClassifier):
         while active.any():
             step += 1
             if partition and not np.array_equal(active, was_active):
-                used = [slots[c, : n_bases[c]] for c in np.flatnonzero(active)]
-                renumber = source.keep_live(np.unique(np.concatenate(used)) if used else np.zeros(0, np.int64))
-                if renumber is not None:
-                    _renumber_slots(renumber, slots, n_bases, slot_of)
+                used = np.unique(np.concatenate([slots[c, : n_bases[c]] for c in np.flatnonzero(active)]))
+                _renumber_slots(source.keep_live(used), slots, n_bases, slot_of)
                 was_active = active.copy()
             if int(n_bases[active].max()) + 2 > factors.shape[1]:  # room for one more basis per active class
                 factors, w_pos, pos_const = grown_factors(factors, [w_pos, pos_const], max_bases + 1)
@@ -748,13 +748,10 @@ class SparseGreedyKFD(SparseKernelClassifier):
                         continue
                 if index not in slot_of:
                     slot, renumber = source.store(block, j)
-                    if renumber is not None:  # of the columns stored before (the new one has its slot)
-                        _renumber_slots(renumber, slots, n_bases, slot_of)
+                    _renumber_slots(renumber, slots, n_bases, slot_of)  # the columns stored before this one
                     slot_of[index] = slot
                 elif not source.distributed:  # another class's column: back among the GEMM's rows if need be
-                    renumber = source.revive(slot_of[index])
-                    if renumber is not None:
-                        _renumber_slots(renumber, slots, n_bases, slot_of)
+                    _renumber_slots(source.revive(slot_of[index]), slots, n_bases, slot_of)
                 support[c, m] = index
                 if m == 0 and first_rejects[c]:
                     usable[c, first_rejects[c]] = True
