@@ -145,7 +145,7 @@ def _direction_row(z, zv, v0, inv, y, out, offset):
 
 @jit(parallel=False)
 def _update_row(w, c, y, f, h):
-    """One λ's fits and hat diagonal on these rows: ``f += w c``, ``h += w²``; returns ``Σ r²`` of ``(y - f)/(1 - h)``."""
+    """One λ's fits and hat diagonal on these rows: f += w c, h += w²; returns Σ r² of ``(y - f) / (1 - h)``."""
     total = 0.0
     for i in range(f.shape[0]):
         fi = f[i] + w[i] * c

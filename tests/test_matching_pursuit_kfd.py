@@ -420,3 +420,37 @@ def test_multiclass_dense_computes_the_gram_matrix_once_and_matches_binary_fits(
         binary = MatchingPursuitKFD(**params).fit(X, np.where(y == c, 1, -1))
         np.testing.assert_array_equal(model.bases_[c], binary.bases_)
         np.testing.assert_allclose(model.alpha_[c], binary.alpha_, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("rtol", [1e-12, 1e-6])
+def test_nystroem_map_is_the_pivoted_cholesky_twin(rtol):
+    """The implicit engine's features: the pivoted Cholesky of the landmarks' kernel (LAPACK) against the NumPy twin."""
+    from naive_lq_kfd import naive_pivoted_cholesky
+
+    from kfdnumba.matching_pursuit_kfd import nystroem_features, nystroem_map
+
+    r = np.random.default_rng(3)
+    L = r.uniform(-1.0, 1.0, size=(40, 2))
+    L[30:] = L[:10]  # duplicates: W is singular, the pivots leave them out
+    W = naive.rbf(L, L, 1.5)
+    cols, T = nystroem_map(W, rtol)
+    G = naive_pivoted_cholesky(W, W.shape[0], rtol)
+    assert cols.shape[0] == G.shape[1] < 30
+    np.testing.assert_array_equal(T, np.triu(T))
+    np.testing.assert_allclose(W[:, cols] @ T, G, atol=1e-7)  # the same pivots, the same factor
+    residual = np.diag(W - (W[:, cols] @ T) @ (W[:, cols] @ T).T)
+    assert residual.max() <= rtol * W.diagonal().max() + 1e-12
+    X = r.uniform(-1.0, 1.0, size=(25, 2))
+    C = naive.rbf(X, L[cols], 1.5)
+    Phi = nystroem_features(C, T)
+    assert Phi.flags.c_contiguous
+    expected = C @ T
+    np.testing.assert_allclose(Phi, expected, atol=1e-9 * np.abs(expected).max())
+    np.testing.assert_array_equal(C, naive.rbf(X, L[cols], 1.5))  # its input is not overwritten
+
+
+def test_nystroem_map_refuses_a_kernel_without_diagonal():
+    from kfdnumba.matching_pursuit_kfd import nystroem_map
+
+    with pytest.raises(ValueError, match="diagonal"):
+        nystroem_map(np.zeros((3, 3)))
