@@ -418,13 +418,17 @@ def nystroem_map(W: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndarray, np.nda
     return piv[:rank].astype(np.intp) - 1, T
 
 
-def nystroem_features(C: np.ndarray, T: np.ndarray) -> np.ndarray:
+def nystroem_features(C: np.ndarray, T: np.ndarray, overwrite: bool = False) -> np.ndarray:
     """Φ = C T (ℓ × r, C order) for C = K[:, L[cols]] and the upper triangular T of :func:`nystroem_map`.
 
-    One BLAS ``trmm`` (half a GEMM's flops) on C's buffer read as the Fortran matrix Cᵀ: ``Φᵀ = Tᵀ Cᵀ``.
+    One BLAS ``trmm`` (half a GEMM's flops) on C's buffer read as the Fortran matrix Cᵀ: ``Φᵀ = Tᵀ Cᵀ``;
+    ``overwrite``: in C's own buffer (a C-ordered float64 C becomes Φ; no second ℓ × r array).
     """
+    C = np.ascontiguousarray(C, dtype=np.float64)
     with blas_section(float(C.shape[0]) * C.shape[1] * T.shape[1]):  # BLAS threads for a large product
-        out = scipy.linalg.blas.dtrmm(1.0, np.asfortranarray(T), np.ascontiguousarray(C).T, side=0, lower=0, trans_a=1)
+        out = scipy.linalg.blas.dtrmm(
+            1.0, np.asfortranarray(T), C.T, side=0, lower=0, trans_a=1, overwrite_b=int(overwrite)
+        )
     return np.ascontiguousarray(out.T)
 
 
@@ -942,7 +946,7 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         check_memory(8.0 * n * m * (2 + needs_within), self.max_memory_gb, f"MatchingPursuitKFD's features ({n} x {m})")
         landmarks = self._landmarks(n, rng)
         cols, T = nystroem_map(self.kernel_.block(X[landmarks], X[landmarks]))
-        Phi = nystroem_features(self.kernel_.block(X, X[landmarks[cols]]), T)
+        Phi = nystroem_features(self.kernel_.block(X, X[landmarks[cols]]), T, overwrite=True)
         return _ImplicitDeflatedKernel(Phi, d, positive, needs_within)
 
     def _fit_one_vs_rest(self, X, targets, rng):

@@ -446,7 +446,10 @@ def test_nystroem_map_is_the_pivoted_cholesky_twin(rtol):
     assert Phi.flags.c_contiguous
     expected = C @ T
     np.testing.assert_allclose(Phi, expected, atol=1e-9 * np.abs(expected).max())
-    np.testing.assert_array_equal(C, naive.rbf(X, L[cols], 1.5))  # its input is not overwritten
+    np.testing.assert_array_equal(C, naive.rbf(X, L[cols], 1.5))  # its input is not overwritten ...
+    in_place = nystroem_features(C, T, overwrite=True)
+    assert np.shares_memory(in_place, C)  # ... unless asked: then Φ is made in C's buffer
+    np.testing.assert_array_equal(in_place, Phi)
 
 
 def test_nystroem_map_refuses_a_kernel_without_diagonal():
