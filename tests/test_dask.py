@@ -234,7 +234,7 @@ def test_mp_dask_fit_equals_the_in_memory_fit_binary(client, selections, params)
 
 
 def test_mp_dask_fit_with_the_defaults_equals_the_in_memory_fit(client, selections):
-    """Above 2000 points the defaults are the distributed ones: κ = 59 on the implicit K̃, σ, size, μ and cut auto."""
+    """Above AUTO_EXHAUSTIVE_MAX_N (1200) points the defaults are the distributed ones: κ = 59, implicit K̃."""
     X, y = _one_class_first(*two_blobs(2100, seed=5, shift=3.0), n_first=300)
     assert MatchingPursuitKFD()._representation(X.shape[0]) == "implicit"
     chunks = (300, 900, 250, 650)
@@ -311,7 +311,7 @@ def test_worker_killed_mid_fit_is_retried_with_the_same_result(client, tmp_path,
 
 
 #: MatchingPursuitKFD's distributed selection on small data: κ = 59 candidates on the implicit deflated kernel
-#: (the defaults from 2000 points on), σ and patience where the ridge coefficients are well conditioned.
+#: (the defaults above 1200 points), σ and patience where the ridge coefficients are well conditioned.
 MP_SMALL = {"sigma": 0.7, "n_candidates": 59, "deflated_kernel": "implicit", "patience": 5}
 
 
@@ -339,7 +339,7 @@ def test_bad_dask_input_gives_clear_errors_on_the_client(client, estimator, para
     "estimator, params, match",
     [
         (SparseGreedyKFD, {"threshold": "optimized"}, "optimized cut"),
-        (MatchingPursuitKFD, {}, r"120 points: the dense deflated kernel"),  # the defaults below 2000 points
+        (MatchingPursuitKFD, {}, r"120 points: the dense deflated kernel"),  # the defaults up to 1200 points
         (MatchingPursuitKFD, {"n_candidates": 59}, "the dense deflated kernel"),
         (MatchingPursuitKFD, {"deflated_kernel": "implicit", "n_candidates": None}, "every point"),
         (MatchingPursuitKFD, {**MP_SMALL, "criterion": "optimal"}, "criterion='optimal'"),
