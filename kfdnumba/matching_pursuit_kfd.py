@@ -541,6 +541,10 @@ class _MemoryBases:
         self.rows_X = kernel.prepare(X)
         self.C = np.zeros((k, self.n))  # K[I, :] rows of the accepted bases
         self.row = None
+        if path is not None and path.m == 0 and path.own_columns and path.capacity <= k:
+            # the path's columns are these rows, in the same order (a basis it refuses is rejected): it reads
+            # them here instead of keeping a copy (ℓ × m floats less)
+            path.columns, path.own_columns = self.C, False
 
     def begin_round(self, cand, first):
         return cand
@@ -818,7 +822,7 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         "auto"), O(ℓr) per basis and nothing ℓ × ℓ.
     deflated_kernel : {"auto", "dense", "implicit"}, default "auto"
         ``dense`` keeps the ℓ × ℓ deflated kernel (the paper's algorithm),
-        ``implicit`` a rank-m Nyström representation ``ΦAΦᵀ``; ``auto`` is
+        ``implicit`` a Nyström representation ``ΦAΦᵀ`` of rank r ≤ m; ``auto`` is
         implicit above 1200 points with ``n_candidates="auto"``, else dense
         when 8ℓ² bytes fit in ``max_memory_gb``.
     n_landmarks : int or None, default None

@@ -457,3 +457,27 @@ def test_nystroem_map_refuses_a_kernel_without_diagonal():
 
     with pytest.raises(ValueError, match="diagonal"):
         nystroem_map(np.zeros((3, 3)))
+
+
+def test_the_leave_one_out_path_reads_the_selections_rows(monkeypatch):
+    """In memory the path reads the accepted bases' kernel rows from the selection's store: the same model."""
+    import kfdnumba.matching_pursuit_kfd as mp
+
+    X, y = moons(300, seed=4)
+    kw = {"sigma": SIGMA, "n_candidates": 59, "deflated_kernel": "implicit", "random_state": 0}
+    shared = _MatchingPursuitKFD(**kw).fit(X, y)
+    seen = []
+
+    class OwnCopy(mp._MemoryBases):
+        def __init__(self, kernel, X, k, path):
+            super().__init__(kernel, X, k, path)
+            if path is not None:
+                seen.append(path.columns is self.C)
+                path.columns, path.own_columns = np.empty((k, X.shape[0])), True  # the path's own copy again
+
+    monkeypatch.setattr(mp, "_MemoryBases", OwnCopy)
+    own = _MatchingPursuitKFD(**kw).fit(X, y)
+    assert seen and all(seen)
+    np.testing.assert_array_equal(shared.support_, own.support_)
+    np.testing.assert_array_equal(shared.dual_coef_, own.dual_coef_)
+    np.testing.assert_array_equal(shared.decision_function(X), own.decision_function(X))
