@@ -402,9 +402,10 @@ def nystroem_map(W: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndarray, np.nda
     residual diagonal is at most ``rtol · max diag W``; ``T = R⁻¹`` (r × r,
     upper triangular), so ``ΦΦᵀ = K[:, L_r] W_rr⁻¹ K[L_r, :]``, the Nyström
     approximation on the r pivots: W itself is reproduced within that residual,
-    and the other landmarks' kernel columns are never needed. (An
+    and the other landmarks' kernel columns are never needed. (With an
     eigendecomposition of W and the ℓ × m × r product with its scaled
-    eigenvectors, the earlier map, took 49 against 18 ms at ℓ = 5 000, m = 500.)
+    eigenvectors, the earlier map, the implicit engine took 49-67 ms to build at
+    ℓ = 5 000, m = 500; with this one 16 ms, old and new code in turn.)
     """
     W = np.asarray(W, dtype=np.float64)
     top = float(np.max(np.diag(W), initial=0.0))
