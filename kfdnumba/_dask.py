@@ -940,9 +940,13 @@ class DaskColumns:
         from .sparse_greedy_kfd import CandidateBlock
 
         pending = [c for c, *_ in self._updates]
-        points, products, sq_norms = self._step(cand)
+        order = np.argsort(cand, kind="stable")  # the chunks return rows in index order; the draw need not be
+        points, products, sq_norms = self._step(cand[order])
         if may_stop and self._stops(pending):
             return None
+        back = np.empty_like(order)
+        back[order] = np.arange(order.size)
+        points, products, sq_norms = points[back], products[:, back], sq_norms[back]
         support_rows = _NO_ROWS
         if kernel_reg and self.stored_points:
             support_rows = self.kernel.block(np.array(self.stored_points), points)

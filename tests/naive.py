@@ -76,3 +76,24 @@ def bayes_threshold(output, positive, n_grid=200001):
     )
     change = np.flatnonzero(np.diff(np.sign(g)) != 0)
     return None if change.size == 0 else grid[change[0]]
+
+
+def kept_draw(pool, last, kappa, fresh, step, rng):
+    """The candidate draw with kept candidates, by a loop (twin of ``kfdnumba._base.draw_candidates``).
+
+    No ``fresh`` (or no last draw, or a pool of at most κ): κ new indices, sorted. Otherwise position p
+    keeps the last draw's index when it is still in the pool and it is not p's turn to be replaced
+    (positions ``step·fresh … step·fresh + fresh - 1`` modulo κ); the other positions get, in
+    position order, indices drawn from the pool minus the kept ones.
+    """
+    pool = [int(i) for i in pool]
+    kappa = min(kappa, len(pool))
+    if fresh is None or last is None or len(pool) <= kappa or len(last) != kappa or fresh >= kappa:
+        return np.sort(rng.choice(np.array(pool), size=kappa, replace=False))
+    in_pool = set(pool)
+    turn = {(step * fresh + t) % kappa for t in range(fresh)}
+    keep = [int(last[p]) in in_pool and p not in turn for p in range(kappa)]
+    kept = {int(last[p]) for p in range(kappa) if keep[p]}
+    rest = np.array([i for i in pool if i not in kept])
+    new = iter(rng.choice(rest, size=kappa - len(kept), replace=False))
+    return np.array([int(last[p]) if keep[p] else int(next(new)) for p in range(kappa)])

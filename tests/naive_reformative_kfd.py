@@ -1,6 +1,7 @@
 """Slow, obviously-right NumPy versions of the reformative KFD (Xu, Yang & Yang 2004)."""
 
 import numpy as np
+from naive import kept_draw
 
 
 def rbf_gram(A, B, sigma):
@@ -64,22 +65,25 @@ def class_centres(K, y, nodes, alpha):
     return np.array([f[y < 0].mean(), f[y > 0].mean()])
 
 
-def sampled_greedy_nodes(K, y, mu, max_nodes, n_candidates, rng, tol=0.0, rho_rtol=1e-10):
+def sampled_greedy_nodes(K, y, mu, max_nodes, n_candidates, rng, tol=0.0, rho_rtol=1e-10, fresh=None):
     """The sampled path by direct solves: each step draws κ unselected usable points and keeps the best J.
 
     Draws as ``ReformativeKFD(n_candidates=κ)`` does (sorted ``rng.choice`` of the usable points, no draw
-    when κ covers them); a candidate whose Schur complement ρ is at rounding level is never drawn again.
+    when κ covers them; with ``fresh``, :func:`naive.kept_draw`); a candidate whose Schur complement ρ is
+    at rounding level is never drawn again.
     """
     N, d, _ = within_scatter(K, y)
     n = K.shape[0]
     usable = np.ones(n, dtype=bool)
     nodes, js = [], []
     J = 0.0
+    cand, step = None, 0
     while len(nodes) < min(max_nodes, n):
         pool = np.flatnonzero(usable)
         if pool.size == 0:
             break
-        cand = pool if n_candidates >= pool.size else np.sort(rng.choice(pool, n_candidates, replace=False))
+        cand = pool if n_candidates >= pool.size else kept_draw(pool, cand, n_candidates, fresh, step, rng)
+        step += 1
         scores = np.full(cand.shape[0], -np.inf)
         for i, x in enumerate(cand):
             S = nodes + [x]

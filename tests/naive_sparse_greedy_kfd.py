@@ -5,6 +5,7 @@ c, A±; the KKT system of (5) is solved as one (m + 3) × (m + 3) linear system.
 """
 
 import numpy as np
+from naive import kept_draw
 
 
 def rbf(A, B, sigma):
@@ -84,18 +85,19 @@ def dual_infeasibility(K_full, y, idx, C, regularizer, a, lam):
     return np.abs(Hf @ a_full - cf + lam[0] * Apf + lam[1] * Anf)[1:]
 
 
-def greedy_path(X, y, sigma, C, regularizer, n_candidates, n_steps, rng, selection="objective"):
+def greedy_path(X, y, sigma, C, regularizer, n_candidates, n_steps, rng, selection="objective", fresh=None):
     """The greedy selection by brute force: each candidate's enlarged problem solved directly.
 
     Draws candidates exactly as the module does (``rng.choice`` on the sorted unused
-    indices, sorted result) as long as no candidate is refused.
+    indices, sorted result; with ``fresh``, :func:`naive.kept_draw`) as long as no candidate is refused.
     """
     K = rbf(X, X, sigma)
     n = y.shape[0]
     chosen, objectives = [], []
-    for _ in range(n_steps):
+    cand = None
+    for step in range(1, n_steps + 1):
         pool = np.array([i for i in range(n) if i not in chosen])
-        cand = np.sort(rng.choice(pool, size=min(n_candidates, pool.size), replace=False))
+        cand = kept_draw(pool, cand, n_candidates, fresh, step, rng)
         values = []
         for j in cand:
             a, _ = kkt_solve(K, y, chosen + [int(j)], C, regularizer)

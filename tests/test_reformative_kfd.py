@@ -519,3 +519,40 @@ def test_one_vs_rest_sampled_log_names_each_class(capsys):
     out = capsys.readouterr().out
     for name in ("ant", "bee", "cat"):
         assert f"class '{name}': stop" in out and f"one-vs-rest: class '{name}'" in out, out[-800:]
+
+
+# ------------------------------------------------------------------ kept candidates
+@pytest.mark.parametrize("n_candidates,fresh,seed", [(12, 4, 31), (9, 2, 39)])
+def test_sampled_path_with_kept_candidates_matches_its_naive_twin(n_candidates, fresh, seed):
+    X, y = make_data(60, d=2, seed=seed)
+    sigma, mu = 0.9, 1e-3
+    model = ReformativeKFD(
+        sigma=sigma, mu=mu, tol=0.0, max_nodes=12, n_candidates=n_candidates, fresh_candidates=fresh, random_state=seed
+    ).fit(X, y)
+    rng = np.random.default_rng(seed)
+    nodes, js, alpha = sampled_greedy_nodes(
+        rbf_gram(X, X, sigma), y.astype(float), mu, 12, n_candidates, rng, fresh=fresh
+    )
+    np.testing.assert_array_equal(model.nodes_, nodes)
+    np.testing.assert_allclose(model.j_history_, js, rtol=1e-9)
+    np.testing.assert_allclose(model.alpha_, alpha, rtol=1e-8, atol=1e-10 * np.abs(alpha).max())
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_kept_candidates_statistics_equal_computing_them_again(n_classes, monkeypatch):
+    """Kept candidates' rows, means, diagonal and w_x, extended by the new node, give the selection that
+    scoring all κ afresh on the same draws gives (the data-driven defaults: leave-one-out path too)."""
+    r = np.random.default_rng(40)
+    y = np.repeat(np.arange(n_classes), 120)
+    X = r.standard_normal((y.size, 2)) + 1.5 * np.array([[0, 0], [1, 1], [2, -1]])[y]
+    kw = dict(sigma=1.0, n_candidates=20, fresh_candidates=5, random_state=4)
+    kept = _ReformativeKFD(**kw).fit(X, y)
+    original = rk._SampledNodes.offer
+    monkeypatch.setattr(
+        rk._SampledNodes, "offer", lambda self, cand, rows, kept=None, fresh_rows=None: original(self, cand, rows)
+    )
+    again = _ReformativeKFD(**kw).fit(X, y)
+    pairs = zip(kept.nodes_, again.nodes_) if n_classes == 3 else [(kept.nodes_, again.nodes_)]
+    for a, b in pairs:
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(kept.decision_function(X), again.decision_function(X), rtol=1e-8, atol=1e-10)

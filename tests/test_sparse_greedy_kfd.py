@@ -430,3 +430,68 @@ def test_memory_columns_keep_live_revive_and_store_renumber_consistently():
     check()
     assert slot_of[30] == 3 and source.n_live == 4
     assert source.revive(slot_of[9]) is None  # live already
+
+
+# ------------------------------------------------------------------ kept candidates
+def test_draw_candidates_matches_its_loop_twin_and_keeps_positions():
+    from naive import kept_draw
+
+    from kfdnumba._base import draw_candidates
+
+    n, kappa, fresh = 60, 12, 4
+    last = None
+    rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
+    removed = []
+    for step in range(1, 9):
+        pool = np.setdiff1d(np.arange(n), removed)
+        a = draw_candidates(pool, last, kappa, fresh, step, rng_a)
+        b = kept_draw(pool, last, kappa, fresh, step, rng_b)
+        np.testing.assert_array_equal(a, b)
+        assert np.unique(a).size == kappa and np.isin(a, pool).all()
+        if last is not None:
+            turn = (np.arange(kappa) - step * fresh) % kappa < fresh
+            stays = np.isin(last, pool) & ~turn
+            np.testing.assert_array_equal(a[stays], last[stays])  # kept in place
+            assert not np.isin(a[~stays], last[stays]).any()  # the others: drawn from the rest of the pool
+        removed.append(int(a[step % kappa]))  # "accepted": leaves the pool, its position gets a new index
+        last = a
+    # no fresh count: κ new sorted indices, the same draw as the paper's
+    pool = np.arange(n)
+    np.testing.assert_array_equal(
+        draw_candidates(pool, last, kappa, None, 3, np.random.default_rng(1)),
+        np.sort(np.random.default_rng(1).choice(pool, kappa, replace=False)),
+    )
+
+
+@pytest.mark.parametrize("regularizer", ["l2", "kernel"])
+def test_path_with_kept_candidates_matches_brute_force_twin(regularizer):
+    X, y = banana_like()
+    model = fit(X, y, regularizer=regularizer, fresh_candidates=5)
+    chosen, objectives = greedy_path(X, y, SIGMA, 1e-2, regularizer, 12, 8, np.random.default_rng(3), fresh=5)
+    assert model.bases_.tolist() == chosen
+    np.testing.assert_allclose(model.objective_path_, objectives, rtol=1e-8)
+
+
+@pytest.mark.parametrize("regularizer", ["l2", "kernel"])
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_kept_candidates_reuse_equals_computing_every_column_again(regularizer, n_classes, monkeypatch):
+    """The reused columns and products give the model that recomputing all κ on the same draws gives."""
+    from kfdnumba import sparse_greedy_kfd as sg
+
+    X, y = banana_like(300, seed=7)
+    if n_classes == 3:
+        y = np.where(X[:, 0] > 0.6, 2.0, y)
+    kw = dict(sigma=SIGMA, regularizer=regularizer, n_candidates=20, fresh_candidates=6, random_state=2)
+    kept = SparseGreedyKFD(**kw).fit(X, y)
+    original = sg.MemoryColumns.candidates
+
+    def recompute(self, cand, kernel_reg):
+        self._last = None  # forget the last step: every candidate's column and products afresh
+        return original(self, cand, kernel_reg)
+
+    monkeypatch.setattr(sg.MemoryColumns, "candidates", recompute)
+    again = SparseGreedyKFD(**kw).fit(X, y)
+    bases = (kept.bases_, again.bases_) if n_classes == 3 else ([kept.bases_], [again.bases_])
+    for a, b in zip(*bases):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(kept.decision_function(X), again.decision_function(X), rtol=1e-7, atol=1e-9)
