@@ -70,7 +70,7 @@ with ρ at rounding level is never drawn again (ρ only falls as S grows). With
 κ ≥ the number of unselected points this is the exhaustive path (same nodes,
 J and α to rounding). The ``tol`` rule then reads the best *sampled* gain.
 Kept candidates (``fresh_candidates``, beyond both papers): a step draws only
-``fresh_candidates`` new points (auto: 15 of the 59, in turn by position, plus
+``fresh_candidates`` new points (auto: 15 of the 59 above 1 000 points, in turn by position, plus
 those that left the pool); the others keep their kernel rows, class means,
 diagonal and ``N_full[S, x]``, ``w_x`` from the last step, extended by the
 node accepted since (one product over the rows and one entry of ``w_x``
@@ -107,11 +107,11 @@ import numpy as np
 import scipy.linalg
 
 from ._base import (
-    AUTO_FRESH_CANDIDATES,
     Interval,
     KernelExpansion,
     Options,
     SparseKernelClassifier,
+    auto_fresh_candidates,
     check_memory,
     choose_threshold,
     draw_candidates,
@@ -603,8 +603,8 @@ class ReformativeKFD(SparseKernelClassifier):
     fresh_candidates : int, None or "auto", default "auto"
         On the sampled path: new candidates drawn per step; the others are the
         last step's (in turn, each kept at most ⌈κ / fresh⌉ steps) and reuse
-        their kernel rows and statistics (module docstring). "auto": 15. None:
-        κ new candidates every step.
+        their kernel rows and statistics (module docstring). "auto": 15 above
+        1 000 training points, else None. None: κ new candidates every step.
     selection_rows : int, None or "auto", default "auto"
         Above this many training points (auto: 5000) the nodes and their
         number are chosen on a stratified random subset of that many rows, and
@@ -692,9 +692,9 @@ class ReformativeKFD(SparseKernelClassifier):
             return None if n <= AUTO_EXHAUSTIVE_MAX_N else AUTO_CANDIDATES
         return self.n_candidates
 
-    def _fresh_candidates(self) -> int | None:
+    def _fresh_candidates(self, n: int) -> int | None:
         """Return the new candidates per step of the sampled path (None: all κ)."""
-        return AUTO_FRESH_CANDIDATES if self.fresh_candidates == "auto" else self.fresh_candidates
+        return auto_fresh_candidates(self.fresh_candidates, n)
 
     def _use_dense(self, n: int) -> bool:
         dense_bytes = 8.0 * n * n
@@ -761,7 +761,7 @@ class ReformativeKFD(SparseKernelClassifier):
             paths,
             self._progress(cap, "nodes"),
             [plain_label(self.classes_, c) for c in range(targets.shape[0])] if targets.shape[0] > 1 else None,
-            self._fresh_candidates(),
+            self._fresh_candidates(n),
         )
         expansions = []
         for c, (y, selection, path) in enumerate(zip(targets, selections, paths)):

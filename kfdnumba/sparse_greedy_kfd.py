@@ -53,7 +53,7 @@ last ``window`` steps. Relative, because the violations scale with K and the
 targets; sampled, because scoring every candidate costs O(ℓ²) per step.
 
 Kept candidates (``fresh_candidates``, beyond the paper): a step draws only
-``fresh_candidates`` new indices (auto: 15 of κ = 59, in turn by position; an
+``fresh_candidates`` new indices (auto: 15 of κ = 59 above 1 000 points, in turn by position; an
 accepted or refused candidate is replaced at once), the others are the last
 step's. Their kernel columns stay in the block and their products with the
 rows both steps multiplied are reused; only the rows added since (the
@@ -96,11 +96,11 @@ import numba
 import numpy as np
 
 from ._base import (
-    AUTO_FRESH_CANDIDATES,
     Interval,
     KernelExpansion,
     Options,
     SparseKernelClassifier,
+    auto_fresh_candidates,
     check_memory,
     draw_candidates,
     register,
@@ -482,8 +482,8 @@ class SparseGreedyKFD(SparseKernelClassifier):
         New candidates drawn per step; the other κ - fresh are the last step's
         (in turn by position, each kept at most ⌈κ / fresh⌉ steps; accepted and
         refused ones are replaced at once) and reuse their kernel columns and
-        products (module docstring). "auto": 15. None: κ new candidates every
-        step (the paper).
+        products (module docstring). "auto": 15 above 1 000 training points,
+        else None. None: κ new candidates every step (the paper).
     max_bases : int, default 500
         Largest expansion per class (clipped to the training set size): a
         safety cap, the size is chosen by ``stop``.
@@ -653,9 +653,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
 
     def _fresh_candidates(self, n: int) -> int | None:
         """Return the new candidates per step (None: all κ, the paper)."""
-        if self.fresh_candidates == "auto":
-            return AUTO_FRESH_CANDIDATES
-        return self.fresh_candidates
+        return auto_fresh_candidates(self.fresh_candidates, n)
 
     def _uses_loo(self) -> bool:
         return self.stop == "loo" or self.C == "auto" or self.threshold == "auto"

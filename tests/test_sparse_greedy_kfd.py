@@ -495,3 +495,20 @@ def test_kept_candidates_reuse_equals_computing_every_column_again(regularizer, 
     for a, b in zip(*bases):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(kept.decision_function(X), again.decision_function(X), rtol=1e-7, atol=1e-9)
+
+
+def test_auto_fresh_candidates_keeps_the_papers_draws_on_small_sets(monkeypatch):
+    from kfdnumba import _base
+
+    assert _base.auto_fresh_candidates("auto", _base.AUTO_FRESH_MIN_N) is None
+    assert _base.auto_fresh_candidates("auto", _base.AUTO_FRESH_MIN_N + 1) == _base.AUTO_FRESH_CANDIDATES
+    assert _base.auto_fresh_candidates(None, 10**6) is None and _base.auto_fresh_candidates(7, 10) == 7
+    X, y = banana_like(200, seed=9)
+    kw = dict(sigma=SIGMA, n_candidates=20, random_state=1)
+    paper = SparseGreedyKFD(fresh_candidates=None, **kw).fit(X, y)
+    np.testing.assert_array_equal(SparseGreedyKFD(**kw).fit(X, y).bases_, paper.bases_)
+    monkeypatch.setattr(_base, "AUTO_FRESH_MIN_N", 100)  # above it "auto" keeps candidates: another selection
+    monkeypatch.setattr(_base, "AUTO_FRESH_CANDIDATES", 5)
+    np.testing.assert_array_equal(
+        SparseGreedyKFD(**kw).fit(X, y).bases_, SparseGreedyKFD(fresh_candidates=5, **kw).fit(X, y).bases_
+    )
