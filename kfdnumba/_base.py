@@ -1217,13 +1217,14 @@ def auto_fresh_candidates(value, n: int):
     return value
 
 
-def draw_candidates(pool, last, kappa: int, fresh: int | None, step: int, rng) -> np.ndarray:
-    """Return this step's κ candidates from ``pool`` (sorted training indices still usable).
+def draw_candidates(pool, last, kappa: int, fresh: int | None, step: int, rng, keepable=None) -> np.ndarray:
+    """Return this step's κ candidates from ``pool`` (sorted training indices some model can still use).
 
     ``fresh`` None (or no ``last`` step, or a pool of at most κ): κ new random indices, sorted (the
-    paper). Otherwise the last step's candidates keep their positions while they are in the pool,
+    paper). Otherwise the last step's candidates keep their positions while they are in ``keepable``
+    (a boolean mask over the training indices: usable by every active model; None: the pool),
     except ``fresh`` of them taken in turn by position (each candidate lives at most ⌈κ/fresh⌉ steps);
-    the freed positions, and those whose index left the pool (accepted, refused), get indices drawn at
+    the freed positions, and those whose index some model accepted or refused, get indices drawn at
     random from the rest of the pool. Every draw comes from ``rng``.
     """
     kappa = min(kappa, pool.size)
@@ -1231,6 +1232,8 @@ def draw_candidates(pool, last, kappa: int, fresh: int | None, step: int, rng) -
         return np.sort(rng.choice(pool, size=kappa, replace=False))
     at = np.minimum(np.searchsorted(pool, last), pool.size - 1)
     keep = pool[at] == last
+    if keepable is not None:
+        keep &= keepable[last]
     keep &= (np.arange(kappa) - step * fresh) % kappa >= fresh  # this step's turn to be replaced
     taken = np.zeros(pool.size, dtype=bool)
     taken[at[keep]] = True

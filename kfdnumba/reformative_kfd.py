@@ -531,7 +531,8 @@ def _select_nodes_sampled(
         if n_candidates >= pool.size:
             cand = pool
         else:
-            cand = draw_candidates(pool, last, n_candidates, fresh, step, rng)
+            keepable = np.logical_and.reduce([s.usable for s in active]) if len(active) > 1 else None
+            cand = draw_candidates(pool, last, n_candidates, fresh, step, rng, keepable)
         k = cand.shape[0]
         rows = block[:k]
         kept = last == cand if last is not None and last.shape[0] == k else np.zeros(k, dtype=bool)

@@ -719,7 +719,8 @@ class SparseGreedyKFD(SparseKernelClassifier):
             if pool.size == 0:
                 break
             draw_state = rng.bit_generator.state if source.distributed else None
-            cand = draw_candidates(pool, last_cand, self.n_candidates, fresh, step, rng)
+            keepable = usable[active].all(axis=0) if fresh is not None and n_models > 1 else None
+            cand = draw_candidates(pool, last_cand, self.n_candidates, fresh, step, rng, keepable)
             block = source.candidates(cand, kernel_reg)
             if block is None:  # dask: the last step's PRESS, which comes with these statistics, stopped a class:
                 for c in range(n_models):  # drop them and draw again without it, as in memory

@@ -78,13 +78,14 @@ def bayes_threshold(output, positive, n_grid=200001):
     return None if change.size == 0 else grid[change[0]]
 
 
-def kept_draw(pool, last, kappa, fresh, step, rng):
+def kept_draw(pool, last, kappa, fresh, step, rng, keepable=None):
     """The candidate draw with kept candidates, by a loop (twin of ``kfdnumba._base.draw_candidates``).
 
     No ``fresh`` (or no last draw, or a pool of at most κ): κ new indices, sorted. Otherwise position p
     keeps the last draw's index when it is still in the pool and it is not p's turn to be replaced
     (positions ``step·fresh … step·fresh + fresh - 1`` modulo κ); the other positions get, in
-    position order, indices drawn from the pool minus the kept ones.
+    position order, indices drawn from the pool minus the kept ones. ``keepable`` (boolean mask): only
+    these indices may be kept.
     """
     pool = [int(i) for i in pool]
     kappa = min(kappa, len(pool))
@@ -92,6 +93,8 @@ def kept_draw(pool, last, kappa, fresh, step, rng):
         return np.sort(rng.choice(np.array(pool), size=kappa, replace=False))
     in_pool = set(pool)
     turn = {(step * fresh + t) % kappa for t in range(fresh)}
+    if keepable is not None:  # usable by every model: the others are replaced
+        in_pool &= {int(i) for i in np.flatnonzero(keepable)}
     keep = [int(last[p]) in in_pool and p not in turn for p in range(kappa)]
     kept = {int(last[p]) for p in range(kappa) if keep[p]}
     rest = np.array([i for i in pool if i not in kept])

@@ -455,6 +455,13 @@ def test_draw_candidates_matches_its_loop_twin_and_keeps_positions():
             assert not np.isin(a[~stays], last[stays]).any()  # the others: drawn from the rest of the pool
         removed.append(int(a[step % kappa]))  # "accepted": leaves the pool, its position gets a new index
         last = a
+    # one-vs-rest: only what every active model can still use is kept
+    pool = np.arange(n)
+    keepable = np.ones(n, dtype=bool)
+    keepable[last[::3]] = False  # e.g. accepted by one class, still usable by the others
+    a = draw_candidates(pool, last, kappa, fresh, 9, np.random.default_rng(2), keepable)
+    np.testing.assert_array_equal(a, kept_draw(pool, last, kappa, fresh, 9, np.random.default_rng(2), keepable))
+    assert not (a[::3] == last[::3]).any()
     # no fresh count: κ new sorted indices, the same draw as the paper's
     pool = np.arange(n)
     np.testing.assert_array_equal(
