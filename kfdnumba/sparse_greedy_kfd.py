@@ -363,16 +363,21 @@ class MemoryColumns:
                 block[fresh] = new_block
                 products[:, fresh] = self.rows[:n_rows] @ new_block.T
             # rows both steps multiplied: their products with the kept candidates are still valid
-            order = np.argsort(last[1], kind="stable")
-            at = np.searchsorted(last[1], row_ids, sorter=order)
-            at = order[np.minimum(at, order.size - 1)]
-            seen = last[1][at] == row_ids
-            kept_cols = np.flatnonzero(kept)
-            old_rows = np.flatnonzero(seen)
-            products[np.ix_(old_rows, kept_cols)] = last[3][np.ix_(at[seen], kept_cols)]
-            new_rows = np.flatnonzero(~seen)
-            if new_rows.size:
-                products[np.ix_(new_rows, kept_cols)] = (self.rows[new_rows] @ block.T)[:, kept_cols]
+            n_old = last[1].shape[0]
+            if n_old <= n_rows and np.array_equal(row_ids[:n_old], last[1]):  # the rows only grew (binary)
+                products[:n_old, kept] = last[3][:, kept]
+                if n_rows > n_old:
+                    products[n_old:, kept] = (self.rows[n_old:n_rows] @ block.T)[:, kept]
+            else:  # one-vs-rest: rows were reordered or left the GEMM (keep_live, revive)
+                order = np.argsort(last[1], kind="stable")
+                at = np.searchsorted(last[1], row_ids, sorter=order)
+                at = order[np.minimum(at, order.size - 1)]
+                seen = last[1][at] == row_ids
+                kept_cols = np.flatnonzero(kept)
+                products[np.ix_(np.flatnonzero(seen), kept_cols)] = last[3][np.ix_(at[seen], kept_cols)]
+                new_rows = np.flatnonzero(~seen)
+                if new_rows.size:
+                    products[np.ix_(new_rows, kept_cols)] = (self.rows[new_rows] @ block.T)[:, kept_cols]
         self._last = (cand.copy(), row_ids, sq_norms, products)
         columns = block.T  # ℓ × κ (Fortran order)
         support_rows = columns[self.stored_index[: self.n_stored]] if kernel_reg else _NO_ROWS
@@ -715,7 +720,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
                 was_active = active.copy()
             if int(n_bases[active].max()) + 2 > factors.shape[1]:  # room for one more basis per active class
                 factors, w_pos, pos_const = grown_factors(factors, [w_pos, pos_const], max_bases + 1)
-            pool = np.flatnonzero(usable[active].any(axis=0))
+            pool = np.flatnonzero(usable[0] if n_models == 1 else usable[active].any(axis=0))
             if pool.size == 0:
                 break
             draw_state = rng.bit_generator.state if source.distributed else None
