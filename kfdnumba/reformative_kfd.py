@@ -290,6 +290,20 @@ class _WithinScatter:
 
 
 # ------------------------------------------------------------------------- greedy
+def _path_cross(n_full_col, node_means, means_x, n_neg: int, n_pos: int) -> np.ndarray:
+    """``[1ᵀk_x; K[S, :] k_x]``, the leave-one-out path's bordering products, from ``N_full[S, x]``.
+
+    ``N_full[s, x] = K̄[s, :] k_x = K[s, :] k_x - Σ_c M_c[s] ℓ_c M_c[x]`` (the rows of K̄ are K's less
+    their class means), so the path needs no product over the ℓ rows of its columns; ``node_means``
+    are the nodes' ``(M₋, M₊)`` (s × 2), ``means_x`` the candidate's.
+    """
+    neg, pos = n_neg * means_x[0], n_pos * means_x[1]
+    out = np.empty(n_full_col.shape[0] + 1)
+    out[0] = neg + pos
+    out[1:] = n_full_col + node_means[:, 0] * neg + node_means[:, 1] * pos
+    return out
+
+
 def _select_nodes(scatter: _WithinScatter, mu: float, tol: float, max_nodes: int, log, path=None, progress=None):
     """Greedy forward selection of eqs. (13)-(20); returns nodes, α, J history and d.
 
@@ -312,6 +326,7 @@ def _select_nodes(scatter: _WithinScatter, mu: float, tol: float, max_nodes: int
     nodes: list[int] = []
     j_history: list[float] = []
     J = 0.0
+    n_pos = int(scatter.positive.sum())
     _score_candidates.run(4 * n, selected, diag_mu, w_norm2, w_q, d, gains)
     while len(nodes) < cap:
         m = len(nodes)
@@ -327,7 +342,9 @@ def _select_nodes(scatter: _WithinScatter, mu: float, tol: float, max_nodes: int
             break
         # Border the factor with the column N_full[S, p] (rows of earlier nodes).
         rho = cholesky_append(L, m, n_rows[:m, p].copy(), diag_mu[p], RHO_RTOL * diag_mu[p])
-        if not rho > RHO_RTOL * diag_mu[p] or (path is not None and not path.append(scatter.kernel_row(p), p)):
+        if path is not None:
+            cross = _path_cross(n_rows[:m, p], scatter.means[nodes], scatter.means[p], n - n_pos, n_pos)
+        if not rho > RHO_RTOL * diag_mu[p] or (path is not None and not path.append(scatter.kernel_row(p), p, cross)):
             # the recursion and the fresh factor disagree, or the column is dependent for the
             # leave-one-out path: skip it (row m of L is overwritten by the next node)
             selected[p] = True
@@ -452,7 +469,11 @@ class _SampledNodes:
             return
         rho_p = cholesky_append(L, m, np.ascontiguousarray(cross[:, i]), diag_mu[i], RHO_RTOL * diag_mu[i])
         self.usable[p] = False
-        if not rho_p > RHO_RTOL * diag_mu[i] or (self.path is not None and not self.path.append(rows[i], p)):
+        accepted = rho_p > RHO_RTOL * diag_mu[i]
+        if accepted and self.path is not None:
+            cross_p = _path_cross(cross[:, i], self.node_means[:m], means[i], self.n_neg, self.n_pos)
+            accepted = self.path.append(rows[i], p, cross_p)
+        if not accepted:
             return  # as on the exhaustive path: skipped, row m of L is overwritten by the next node
         q[m] = (d_cand[i] - L[m, :m] @ q[:m]) / L[m, m]
         self.J += q[m] * q[m]

@@ -556,3 +556,15 @@ def test_kept_candidates_statistics_equal_computing_them_again(n_classes, monkey
     for a, b in pairs:
         np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(kept.decision_function(X), again.decision_function(X), rtol=1e-8, atol=1e-10)
+
+
+def test_path_cross_from_the_within_scatter_equals_the_direct_products():
+    """The leave-one-out path's [1ᵀk_x; K[S, :] k_x], recovered from N_full[S, x] and the class means."""
+    X, y = make_data(50, d=2, seed=41)
+    K = rbf_gram(X, X, 0.9)
+    N, _, _ = within_scatter(K, y.astype(float))
+    positive = y > 0
+    means = np.column_stack([K[:, ~positive].mean(axis=1), K[:, positive].mean(axis=1)])  # (M₋, M₊) per row
+    S, x = [3, 17, 29, 8], 11
+    got = rk._path_cross(N[S, x], means[S], means[x], int((~positive).sum()), int(positive.sum()))
+    np.testing.assert_allclose(got, np.concatenate([[K[:, x].sum()], K[S] @ K[:, x]]), rtol=1e-12)
