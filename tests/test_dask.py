@@ -130,6 +130,19 @@ def test_dask_fit_equals_the_in_memory_fit_binary(client, params):
     np.testing.assert_allclose(lazy.predict_proba(Xd).compute(), eager.predict_proba(X), rtol=1e-8, atol=1e-12)
 
 
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_dask_fit_with_kept_candidates_equals_the_in_memory_fit(client, n_classes):
+    """Kept candidates (fresh_candidates, the default above 1 000 points): the draw is not sorted, the chunks
+    return the rows in index order and the client puts them back in the draw's order."""
+    X, y = _one_class_first(*(two_blobs(237, seed=3) if n_classes == 2 else three_class_blobs(150, seed=6)))
+    chunks = (40, 97, 30, 70) if n_classes == 2 else (25, 60, 65)
+    kw = {"random_state": 1, "n_candidates": 20, "fresh_candidates": 6, "C": 0.1}
+    eager = SparseGreedyKFD(**kw).fit(X, y)
+    lazy = SparseGreedyKFD(**kw).fit(da.from_array(X, chunks=(chunks, 2)), da.from_array(y, chunks=chunks))
+    _assert_same_fit(eager, lazy)
+    assert lazy.n_kernel_columns_ == eager.n_kernel_columns_
+
+
 @pytest.mark.parametrize("budget_kb", [0.001, 20.0])  # never store the columns; store 16, then recompute
 def test_dask_fit_recomputing_the_kernel_columns_equals_the_in_memory_fit(client, budget_kb, monkeypatch):
     from kfdnumba import _dask
