@@ -986,14 +986,16 @@ class SparseKernelClassifier(KernelClassifier):
     random_check : bool, default True
         With the leave-one-out model: as many uniformly random training points
         (``random_state``) are priced by the same leave-one-out estimate
-        (:func:`kfdnumba._loo.refit_on_rows` on every row, the selected
-        model's λ grid), and replace the selected points when their
-        leave-one-out error is lower by more than 1 % (summed over the classes
-        on the union): the model is then a Nyström ridge classifier with
-        random landmarks, the peer the selections are measured against, and
-        ``landmarks_`` says "random" (the selection's own attributes, e.g.
-        ``bases_``, still describe what was selected and priced). One more
-        refit, O(ℓm²). False: always the selected points.
+        (:func:`kfdnumba._loo.refit_on_rows` on the rows the selection ran
+        on, the selected model's λ grid, against the PRESS its own path
+        gives; on the union of one-vs-rest points both sets are refitted),
+        and replace the selected points when their leave-one-out error is
+        lower by more than 1 % (summed over the classes on the union): the
+        model is then a Nyström ridge classifier with random landmarks, the
+        peer the selections are measured against, and ``landmarks_`` says
+        "random" (the selection's own attributes, e.g. ``bases_``, still
+        describe what was selected and priced). One more refit, O(ℓm²) on
+        those rows. False: always the selected points.
     """
 
     selection_rows: int | str | None = "auto"
@@ -1068,13 +1070,11 @@ class SparseKernelClassifier(KernelClassifier):
             for k, g in enumerate(groups):
                 Y_rows = targets[g] if size is None else targets[g][:, rows]
                 drawn = np.sort(rng.choice(rows.shape[0], size=sets[k].shape[0], replace=False))
-                mine = refit_on_rows(self.kernel_, X_rows, Y_rows, sets[k], penalty, lambdas)
-                theirs = refit_on_rows(self.kernel_, X_rows, Y_rows, drawn, penalty, lambdas)
-                checks[k] = np.array([sum(float(r.press.min()) for r in refits) for refits in (mine, theirs)])
-                if random_points_win(*checks[k], self._log):
-                    sets[k], kinds[k], priced[k] = drawn, "random", theirs
-                else:
-                    priced[k] = mine
+                checks[k], priced[k], wins = check_against_random(
+                    self, X_rows, Y_rows, sets[k], drawn, [expansions[t] for t in g], union, penalty, lambdas
+                )
+                if wins:
+                    sets[k], kinds[k] = drawn, "random"
         out = [None] * len(expansions)
         for k, g in enumerate(groups):
             support = rows[sets[k]]
@@ -1179,6 +1179,32 @@ class SparseKernelClassifier(KernelClassifier):
             "with the leave-one-out model). Compute the data first (X.compute()) if it fits in memory. "
             "Prediction on dask arrays works for every estimator."
         )
+
+
+def check_against_random(estimator, X_rows, Y_rows, selected, drawn, expansions, union: bool, penalty, lambdas):
+    """``random_check`` of points selected on ``X_rows``: (PRESS of both, refits of the winner or None, random wins).
+
+    One model (``union`` False): its leave-one-out path has priced its points on these rows already (the
+    same ridge problem), so only the random points are refitted, on the path's λ grid, and compared
+    with the path's PRESS at the chosen size (as :meth:`SparseKernelClassifier._random_check` does
+    without a subset); the refits returned are then the random points' or None. The union of several
+    models' points (``shared_support``): both sets refitted with ``lambdas``, PRESS summed over the
+    models. Shared by the in-memory fit and :mod:`kfdnumba._dask_subset`.
+    """
+    from ._loo import refit_on_rows
+
+    kernel = estimator.kernel_
+    if union:
+        mine = refit_on_rows(kernel, X_rows, Y_rows, selected, penalty, lambdas)
+        theirs = refit_on_rows(kernel, X_rows, Y_rows, drawn, penalty, lambdas)
+        checks = np.array([sum(float(r.press.min()) for r in refits) for refits in (mine, theirs)])
+    else:
+        (model,) = expansions
+        mine = None
+        theirs = refit_on_rows(kernel, X_rows, Y_rows, drawn, penalty, model.info["loo_lambdas"])
+        checks = np.array([_path_press(model), float(theirs[0].press.min())])
+    wins = random_points_win(*checks, estimator._log)
+    return checks, (theirs if wins else mine), wins
 
 
 #: ``random_check``: random points replace the selected ones when their leave-one-out error is lower by this fraction.

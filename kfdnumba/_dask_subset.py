@@ -50,7 +50,6 @@ from ._dask import DaskTrainingSet, SupportRows, merge_moment_arrays, output_sta
 from ._loo import (
     RefitSums,
     refit_lambdas,
-    refit_on_rows,
     refit_shift,
     refit_sums,
     row_blocks,
@@ -223,10 +222,10 @@ def fit_on_subset(estimator, X, y, size: int):
             lambdas = refit_lambdas(data.n, regulariser)
             for k, g in enumerate(groups):
                 drawn = np.sort(rng.choice(rows.shape[0], size=sets[k].shape[0], replace=False))
-                mine = refit_on_rows(data.kernel, X_sub, targets[g], sets[k], penalty, lambdas)
-                theirs = refit_on_rows(data.kernel, X_sub, targets[g], drawn, penalty, lambdas)
-                checks[k] = np.array([sum(float(r.press.min()) for r in refits) for refits in (mine, theirs)])
-                if _base.random_points_win(*checks[k], estimator._log):
+                checks[k], _, wins = _base.check_against_random(
+                    estimator, X_sub, targets[g], sets[k], drawn, [expansions[t] for t in g], union, penalty, lambdas
+                )
+                if wins:
                     sets[k], kinds[k] = drawn, "random"
         points, out = {}, [None] * n_models
         progress = estimator._progress(2 * len(groups) * len(data.x_parts), "chunk passes")

@@ -237,3 +237,24 @@ def test_random_check_compares_the_union_once_by_the_summed_press():
     checks = np.asarray(model.random_check_press_)
     assert checks.shape == (3, 2) and (checks == checks[0]).all()  # one comparison for the union
     assert len(set(model.landmarks_)) == 1
+
+
+def test_random_check_on_a_subset_prices_the_selection_by_its_path_and_the_random_points_on_its_grid():
+    """Above selection_rows one model's points are priced by its own path (the same ridge problem on the
+    subset's rows) and the random points by a refit on those rows with the path's λ grid."""
+    from kfdnumba._base import stratified_subset
+
+    X, y = arcs(600, seed=12)
+    model = SparseGreedyKFD(sigma=0.6, random_state=3, selection_rows=300).fit(X, y)
+    chosen, random = model.random_check_press_
+    rng = np.random.default_rng(3)  # replay the fit's draws: the subset, then the selection's own
+    groups = [np.flatnonzero(y == c) for c in np.unique(y)]
+    rows = stratified_subset(groups, 300, rng)
+    sub = SparseGreedyKFD(sigma=0.6, selection_rows=None, random_check=False)
+    sub._rng = lambda: rng
+    sub.fit(X[rows], y[rows])
+    np.testing.assert_allclose(chosen, np.min(np.asarray(sub.loo_press_)[sub.loo_size_]), rtol=1e-12)
+    drawn = np.sort(rng.choice(300, size=sub.n_retained_, replace=False))
+    K = rbf(X[rows], X[rows][drawn], 0.6)
+    twin = naive_ridge_loo(K, y[rows], np.eye(drawn.size), np.asarray(sub.loo_lambdas_))
+    assert random == pytest.approx(min(t[0] for t in twin), rel=1e-8)
