@@ -542,18 +542,19 @@ def refit_shift(kernel, points: np.ndarray) -> np.ndarray:
 def refit_sums(kernel, X: np.ndarray, Y: np.ndarray, points: np.ndarray, shift: np.ndarray, block=None) -> RefitSums:
     """First pass of :func:`refit_on_rows` over the rows of X (targets Y: models × rows), block by block.
 
-    ``block``: the kernel values ``K(X, points)`` when the caller has them (one block; not changed).
+    ``block``: the kernel values less the shift, ``K(X, points) - shift``, when the caller has them (one
+    block; not changed).
     """
     m = points.shape[0]
     gram, col_sum, cross = np.zeros((m, m)), np.zeros(m), np.zeros((Y.shape[0], m))
     blocks = row_blocks(X.shape[0], m)
-    buffer = np.empty((blocks[0][1] - blocks[0][0] if blocks else 0, m))
+    buffer = np.empty((blocks[0][1] - blocks[0][0] if blocks and block is None else 0, m))
     for lo, hi in blocks:
         if block is None:
             D = kernel.block(X[lo:hi], points, out=buffer[: hi - lo])
             D -= shift
         else:
-            D = np.subtract(block[lo:hi], shift, out=buffer[: hi - lo])
+            D = block[lo:hi]
         with blas_section(float(hi - lo) * m * m, min_work=ALTERNATING_BLAS_MIN_WORK):  # see refit_on_rows
             gram += D.T @ D
         col_sum += D.sum(axis=0)
@@ -574,22 +575,26 @@ class RefitSolution:
     lambdas: np.ndarray
     n: int
 
-    def block_fits(self, kernel, X_block: np.ndarray, points: np.ndarray, out=None, values=None):
+    def block_fits(self, kernel, X_block: np.ndarray, points: np.ndarray, out=None, values=None, overwrite=False):
         """Hat diagonals (rows × g) and fits (rows × c × g) of every λ and target on a block of rows.
 
-        ``values``: the block's kernel values ``K(X_block, points)`` when the caller has them (not changed).
+        ``values``: the block's kernel values less the column means, ``K(X_block, points) - means``, when
+        the caller has them (changed only with ``overwrite``). ``K_c V`` is written over the kernel values
+        (row chunk by row chunk) when they are this call's own or ``overwrite``: one rows × m array
+        fewer at the peak.
         """
+        own = values is None or overwrite
         if values is None:
             D = kernel.block(X_block, points, out=out)
             D -= self.means
         else:
-            D = np.subtract(values, self.means, out=out)
+            D = values
         rows, g, c = D.shape[0], self.inv.shape[1], self.T.shape[0]
         m = self.V.shape[0]
         with blas_section(2.0 * rows * m * (m + 2 * c * g), min_work=ALTERNATING_BLAS_MIN_WORK):  # see refit_on_rows
-            U = D @ self.V
-            H = (U * U) @ self.inv
+            U = _times_in_place(D, self.V) if own else D @ self.V
             fits = (U @ self.weights).reshape(rows, c, g)
+            H = np.square(U, out=U) @ self.inv  # (U², in U's memory: one rows × m array fewer at the peak)
         H += 1.0 / self.n
         fits += self.y_mean[None, :, None]
         return H, fits
@@ -597,7 +602,9 @@ class RefitSolution:
     @staticmethod
     def loo_residuals(Y_block: np.ndarray, hat: np.ndarray, fits: np.ndarray) -> np.ndarray:
         """Leave-one-out residuals (rows × c × g) of :meth:`block_fits`'s output for the block's targets (c × rows)."""
-        return (Y_block.T[:, :, None] - fits) / np.maximum(1.0 - hat[:, None, :], _HAT_MARGIN)
+        resid = np.subtract(Y_block.T[:, :, None], fits)
+        resid /= np.maximum(1.0 - hat, _HAT_MARGIN)[:, None, :]
+        return resid
 
     def coefficients(self, best: np.ndarray):
         """α (m × c) and b (c,) of each target at its λ index ``best[t]``."""
@@ -649,6 +656,22 @@ def refit_lambdas(n: int, regulariser) -> np.ndarray:
     return float(n) * np.logspace(-8.0, 0.0, 17) if regulariser == "auto" else np.array([float(regulariser)])
 
 
+#: Rows per GEMM of :func:`_times_in_place`.
+_IN_PLACE_ROWS = 2048
+
+
+def _times_in_place(D: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """Return ``D @ V`` (square V) written over D, a chunk of rows at a time (a temporary of those rows only)."""
+    for lo in range(0, D.shape[0], _IN_PLACE_ROWS):
+        D[lo : lo + _IN_PLACE_ROWS] = D[lo : lo + _IN_PLACE_ROWS] @ V
+    return D
+
+
+def _rows_of(buffer, rows: int):
+    """Return the first ``rows`` rows of a block buffer (None: the caller passes the block's values instead)."""
+    return None if buffer is None else buffer[:rows]
+
+
 def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, penalty: str, lambdas) -> list[RowRefit]:
     """Ridge fits of ±1 targets on the kernel columns of ``X[support]`` over every row of X, λ by exact LOO.
 
@@ -693,19 +716,31 @@ def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, pen
     n, m, c = X.shape[0], points.shape[0], Y2.shape[0]
     shift = refit_shift(kernel, points)
     blocks = row_blocks(n, m)
-    values = kernel.block(X, points) if len(blocks) == 1 else None  # one block: its kernel values once
+    values = None
+    if len(blocks) == 1:  # one block: its kernel values once, centred in place for each pass (no copy)
+        values = kernel.block(X, points)
+        values -= shift
     sol = solve_refit(kernel, refit_sums(kernel, X, Y2, points, shift, values), points, shift, penalty, lambdas)
+    if values is not None:
+        values -= sol.means - shift  # now K - means, the second pass's D
     g = sol.lambdas.shape[0]
-    buffer = np.empty((blocks[0][1] - blocks[0][0], m))
+    buffer = np.empty((blocks[0][1] - blocks[0][0], m)) if values is None else None
     store = 8.0 * n * g * (c + 1) <= REFIT_STORE_BYTES
-    H = np.empty((n, g)) if store else None
-    F = np.empty((n, c, g)) if store else None
+    whole = store and len(blocks) == 1  # the one block's hat diagonals and fits are the stored ones (no copy)
+    H = np.empty((n, g)) if store and not whole else None
+    F = np.empty((n, c, g)) if store and not whole else None
     press = np.zeros((c, g))
     for lo, hi in blocks:
-        hat, fits = sol.block_fits(kernel, X[lo:hi], points, out=buffer[: hi - lo], values=values)
+        # (the one block's values are not read again when the fits are stored: overwritten)
+        hat, fits = sol.block_fits(
+            kernel, X[lo:hi], points, out=_rows_of(buffer, hi - lo), values=values, overwrite=whole
+        )
         resid = sol.loo_residuals(Y2[:, lo:hi], hat, fits)
         press += np.einsum("itg,itg->tg", resid, resid)
-        if store:
+        del resid
+        if whole:
+            H, F = hat, fits
+        elif store:
             H[lo:hi], F[lo:hi] = hat, fits
     press /= n
     best = np.argmin(press, axis=1)
@@ -717,7 +752,7 @@ def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, pen
         out, hats = np.empty((n, c)), np.empty((n, c))
         columns = np.arange(c) * g + best  # the chosen (target, λ) columns of the fits
         for lo, hi in blocks:
-            hat, fits = sol.block_fits(kernel, X[lo:hi], points, out=buffer[: hi - lo], values=values)
+            hat, fits = sol.block_fits(kernel, X[lo:hi], points, out=_rows_of(buffer, hi - lo), values=values)
             hats[lo:hi] = hat[:, best]
             out[lo:hi] = fits.reshape(hi - lo, c * g)[:, columns]
     refits = []
