@@ -328,3 +328,28 @@ def test_labels_without_signal_still_give_a_kernel_model(cls):
     assert model.n_retained_ >= 1
     assert np.isfinite(model.predict_proba(X)).all()
     assert model.loo_press_[0].min() <= model.loo_press_[model.loo_size_].min() * 1.05  # no real gain over b alone
+
+
+def test_refit_products_written_over_the_kernel_values_equal_the_plain_products():
+    """``K_c V`` written over the kernel values a chunk of rows at a time (refit_on_rows's memory saving)."""
+    from kfdnumba import _loo
+    from kfdnumba._kernels import Kernel
+
+    r = np.random.default_rng(4)
+    D, V = r.standard_normal((2 * _loo._IN_PLACE_ROWS + 17, 9)), r.standard_normal((9, 9))
+    expected = D @ V
+    np.testing.assert_allclose(_loo._times_in_place(D.copy(), V), expected, rtol=1e-13, atol=1e-13)
+    X = r.standard_normal((300, 2))
+    Y = np.where(X[:, 0] > 0, 1.0, -1.0)[None, :]
+    kernel, points = Kernel("rbf", 1.0), X[:12]
+    shift = _loo.refit_shift(kernel, points)
+    sol = _loo.solve_refit(kernel, _loo.refit_sums(kernel, X, Y, points, shift), points, shift, "l2", [1e-3, 1.0])
+    plain = sol.block_fits(kernel, X, points)
+    values = kernel.block(X, points) - sol.means
+    kept = values.copy()
+    again = sol.block_fits(kernel, X, points, values=values)  # not overwritten without the flag
+    np.testing.assert_array_equal(values, kept)
+    over = sol.block_fits(kernel, X, points, values=values, overwrite=True)
+    for a, b, c in zip(plain, again, over):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(c, a, rtol=1e-12, atol=1e-12)
