@@ -575,29 +575,39 @@ class RefitSolution:
     lambdas: np.ndarray
     n: int
 
-    def block_fits(self, kernel, X_block: np.ndarray, points: np.ndarray, out=None, values=None, overwrite=False):
+    def block_fits(self, kernel, X_block: np.ndarray, points: np.ndarray, out=None):
         """Hat diagonals (rows × g) and fits (rows × c × g) of every λ and target on a block of rows.
 
-        ``values``: the block's kernel values less the column means, ``K(X_block, points) - means``, when
-        the caller has them (changed only with ``overwrite``). ``K_c V`` is written over the kernel values
-        (row chunk by row chunk) when they are this call's own or ``overwrite``: one rows × m array
-        fewer at the peak.
+        The block's kernel values (in ``out`` when given) are overwritten by ``K_c V``, row chunk by
+        row chunk, and that by its square: one rows × m array at the peak.
         """
-        own = values is None or overwrite
-        if values is None:
-            D = kernel.block(X_block, points, out=out)
-            D -= self.means
-        else:
-            D = values
+        D = kernel.block(X_block, points, out=out)
+        D -= self.means
         rows, g, c = D.shape[0], self.inv.shape[1], self.T.shape[0]
         m = self.V.shape[0]
         with blas_section(2.0 * rows * m * (m + 2 * c * g), min_work=ALTERNATING_BLAS_MIN_WORK):  # see refit_on_rows
-            U = _times_in_place(D, self.V) if own else D @ self.V
-            fits = (U @ self.weights).reshape(rows, c, g)
-            H = np.square(U, out=U) @ self.inv  # (U², in U's memory: one rows × m array fewer at the peak)
+            U = _times_in_place(D, self.V)
+            fits = self.fits_of(U)
+            H = np.square(U, out=U) @ self.inv
         H += 1.0 / self.n
-        fits += self.y_mean[None, :, None]
         return H, fits
+
+    def fits_of(self, U: np.ndarray, columns=None) -> np.ndarray:
+        """Fits from the rows' ``K_c V``: rows × c × g (every target and λ), or ``columns`` of the c·g."""
+        g, c = self.inv.shape[1], self.T.shape[0]
+        if columns is None:
+            fits = (U @ self.weights).reshape(U.shape[0], c, g)
+            fits += self.y_mean[None, :, None]
+            return fits
+        fits = U @ self.weights[:, columns]
+        fits += self.y_mean[columns // g][None, :]
+        return fits
+
+    def hats_of(self, U: np.ndarray, index=None) -> np.ndarray:
+        """Hat diagonals from the rows' ``K_c V``: rows × g, or rows × len(index) at λ indices ``index``."""
+        H = np.square(U) @ (self.inv if index is None else self.inv[:, index])
+        H += 1.0 / self.n
+        return H
 
     @staticmethod
     def loo_residuals(Y_block: np.ndarray, hat: np.ndarray, fits: np.ndarray) -> np.ndarray:
@@ -667,11 +677,6 @@ def _times_in_place(D: np.ndarray, V: np.ndarray) -> np.ndarray:
     return D
 
 
-def _rows_of(buffer, rows: int):
-    """Return the first ``rows`` rows of a block buffer (None: the caller passes the block's values instead)."""
-    return None if buffer is None else buffer[:rows]
-
-
 def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, penalty: str, lambdas) -> list[RowRefit]:
     """Ridge fits of ±1 targets on the kernel columns of ``X[support]`` over every row of X, λ by exact LOO.
 
@@ -724,37 +729,46 @@ def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, pen
     if values is not None:
         values -= sol.means - shift  # now K - means, the second pass's D
     g = sol.lambdas.shape[0]
-    buffer = np.empty((blocks[0][1] - blocks[0][0], m)) if values is None else None
-    store = 8.0 * n * g * (c + 1) <= REFIT_STORE_BYTES
-    whole = store and len(blocks) == 1  # the one block's hat diagonals and fits are the stored ones (no copy)
-    H = np.empty((n, g)) if store and not whole else None
-    F = np.empty((n, c, g)) if store and not whole else None
     press = np.zeros((c, g))
-    for lo, hi in blocks:
-        # (the one block's values are not read again when the fits are stored: overwritten)
-        hat, fits = sol.block_fits(
-            kernel, X[lo:hi], points, out=_rows_of(buffer, hi - lo), values=values, overwrite=whole
-        )
-        resid = sol.loo_residuals(Y2[:, lo:hi], hat, fits)
-        press += np.einsum("itg,itg->tg", resid, resid)
-        del resid
-        if whole:
-            H, F = hat, fits
-        elif store:
-            H[lo:hi], F[lo:hi] = hat, fits
-    press /= n
-    best = np.argmin(press, axis=1)
-    coefs, intercepts = sol.coefficients(best)
-    if store:
-        out = F[:, np.arange(c), best]  # ℓ × c
-        hats = H[:, best]
-    else:  # a third pass for the chosen λ of each target: memory O(ℓ c) instead of O(ℓ c g)
-        out, hats = np.empty((n, c)), np.empty((n, c))
-        columns = np.arange(c) * g + best  # the chosen (target, λ) columns of the fits
+    if values is not None:  # one block: K_c V over the values, then every λ's fits and hats by row chunks
+        chunks = [(lo, min(n, lo + _IN_PLACE_ROWS)) for lo in range(0, n, _IN_PLACE_ROWS)]
+        with blas_section(2.0 * n * m * (m + 2 * c * g), min_work=ALTERNATING_BLAS_MIN_WORK):
+            U = _times_in_place(values, sol.V)
+            for lo, hi in chunks:  # memory O(chunk · c · g), not O(ℓ c g)
+                resid = sol.loo_residuals(Y2[:, lo:hi], sol.hats_of(U[lo:hi]), sol.fits_of(U[lo:hi]))
+                press += np.einsum("itg,itg->tg", resid, resid)
+            press /= n
+            best = np.argmin(press, axis=1)
+            columns = np.arange(c) * g + best  # the chosen (target, λ) columns of the fits
+            out, hats = np.empty((n, c)), np.empty((n, c))
+            for lo, hi in chunks:
+                out[lo:hi], hats[lo:hi] = sol.fits_of(U[lo:hi], columns), sol.hats_of(U[lo:hi], best)
+        del U, values
+    else:
+        buffer = np.empty((blocks[0][1] - blocks[0][0], m))
+        store = 8.0 * n * g * (c + 1) <= REFIT_STORE_BYTES
+        H = np.empty((n, g)) if store else None
+        F = np.empty((n, c, g)) if store else None
         for lo, hi in blocks:
-            hat, fits = sol.block_fits(kernel, X[lo:hi], points, out=_rows_of(buffer, hi - lo), values=values)
-            hats[lo:hi] = hat[:, best]
-            out[lo:hi] = fits.reshape(hi - lo, c * g)[:, columns]
+            hat, fits = sol.block_fits(kernel, X[lo:hi], points, out=buffer[: hi - lo])
+            resid = sol.loo_residuals(Y2[:, lo:hi], hat, fits)
+            press += np.einsum("itg,itg->tg", resid, resid)
+            del resid
+            if store:
+                H[lo:hi], F[lo:hi] = hat, fits
+        press /= n
+        best = np.argmin(press, axis=1)
+        if store:
+            out = F[:, np.arange(c), best]  # ℓ × c
+            hats = H[:, best]
+        else:  # a third pass for the chosen λ of each target: memory O(ℓ c) instead of O(ℓ c g)
+            out, hats = np.empty((n, c)), np.empty((n, c))
+            columns = np.arange(c) * g + best  # the chosen (target, λ) columns of the fits
+            for lo, hi in blocks:
+                hat, fits = sol.block_fits(kernel, X[lo:hi], points, out=buffer[: hi - lo])
+                hats[lo:hi] = hat[:, best]
+                out[lo:hi] = fits.reshape(hi - lo, c * g)[:, columns]
+    coefs, intercepts = sol.coefficients(best)
     refits = []
     for t in range(c):
         a = int(best[t])

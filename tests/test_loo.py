@@ -333,23 +333,32 @@ def test_labels_without_signal_still_give_a_kernel_model(cls):
 def test_refit_products_written_over_the_kernel_values_equal_the_plain_products():
     """``K_c V`` written over the kernel values a chunk of rows at a time (refit_on_rows's memory saving)."""
     from kfdnumba import _loo
-    from kfdnumba._kernels import Kernel
 
     r = np.random.default_rng(4)
     D, V = r.standard_normal((2 * _loo._IN_PLACE_ROWS + 17, 9)), r.standard_normal((9, 9))
     expected = D @ V
     np.testing.assert_allclose(_loo._times_in_place(D.copy(), V), expected, rtol=1e-13, atol=1e-13)
-    X = r.standard_normal((300, 2))
-    Y = np.where(X[:, 0] > 0, 1.0, -1.0)[None, :]
-    kernel, points = Kernel("rbf", 1.0), X[:12]
-    shift = _loo.refit_shift(kernel, points)
-    sol = _loo.solve_refit(kernel, _loo.refit_sums(kernel, X, Y, points, shift), points, shift, "l2", [1e-3, 1.0])
-    plain = sol.block_fits(kernel, X, points)
-    values = kernel.block(X, points) - sol.means
-    kept = values.copy()
-    again = sol.block_fits(kernel, X, points, values=values)  # not overwritten without the flag
-    np.testing.assert_array_equal(values, kept)
-    over = sol.block_fits(kernel, X, points, values=values, overwrite=True)
-    for a, b, c in zip(plain, again, over):
-        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(c, a, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("block_bytes", [None, 8 * 40 * 7, 8 * 40 * 7 * 10**6])  # as is; blocks of 40 rows; stored
+def test_refit_on_one_block_by_row_chunks_equals_the_blocked_passes(block_bytes, monkeypatch):
+    """One block (K_c V kept, fits and hats by row chunks) against the row-block passes (fits stored, or a
+    third pass for the chosen λ), on more rows than a chunk."""
+    from kfdnumba import _loo
+    from kfdnumba._kernels import Kernel
+
+    X, y = arcs(700, seed=13)
+    Y = np.vstack([y, np.where(X[:, 1] > 0, 1.0, -1.0)])
+    kernel, support = Kernel("rbf", 0.7), np.arange(0, 700, 100)
+    monkeypatch.setattr(_loo, "_IN_PLACE_ROWS", 64)
+    one = _loo.refit_on_rows(kernel, X, Y, support, "l2", _loo.refit_lambdas(700, "auto"))
+    monkeypatch.setattr(_loo, "REFIT_BLOCK_BYTES", 8 * 40 * 7)  # 40 rows per block
+    if block_bytes is not None:
+        monkeypatch.setattr(_loo, "REFIT_STORE_BYTES", 0 if block_bytes < 10**6 else 10**9)
+    blocked = _loo.refit_on_rows(kernel, X, Y, support, "l2", _loo.refit_lambdas(700, "auto"))
+    for a, b in zip(one, blocked):
+        assert a.lam == b.lam
+        np.testing.assert_allclose(a.press, b.press, rtol=1e-10)
+        np.testing.assert_allclose(a.train_output, b.train_output, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(a.loo_output, b.loo_output, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(a.coef, b.coef, rtol=1e-10, atol=1e-12)
