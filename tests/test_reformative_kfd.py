@@ -412,6 +412,8 @@ def test_banana_accuracy_and_sparsity():
         ({"n_candidates": 0}, ValueError, "'n_candidates' parameter"),
         ({"n_candidates": 2.5}, ValueError, "'n_candidates' parameter"),
         ({"n_candidates": "all"}, ValueError, "'n_candidates' parameter"),
+        ({"fresh_candidates": 0}, ValueError, "'fresh_candidates' parameter"),
+        ({"fresh_candidates": 1.5}, ValueError, "'fresh_candidates' parameter"),
     ],
 )
 def test_bad_parameters(params, error, match):

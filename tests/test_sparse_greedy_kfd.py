@@ -314,6 +314,8 @@ def test_memory_budget_is_enforced():
         ("C", -1.0, "'C' parameter"),
         ("regularizer", "l1", "'regularizer' parameter"),
         ("n_candidates", 0, "'n_candidates' parameter"),
+        ("fresh_candidates", 0, "'fresh_candidates' parameter"),
+        ("fresh_candidates", "some", "'fresh_candidates' parameter"),
         ("max_bases", 0, "'max_bases' parameter"),
         ("tol", -0.1, "'tol' parameter"),
         ("window", 0, "'window' parameter"),
