@@ -552,7 +552,7 @@ def _select_nodes_sampled(
         if n_candidates >= pool.size:
             cand = pool
         else:
-            keepable = np.logical_and.reduce([s.usable for s in active]) if len(active) > 1 else None
+            keepable = np.logical_and.reduce([s.usable for s in active]) if fresh and len(active) > 1 else None
             cand = draw_candidates(pool, last, n_candidates, fresh, step, rng, keepable)
         k = cand.shape[0]
         rows = block[:k]
