@@ -155,6 +155,7 @@ from ._loo import (
     _chunk_loo_update,
     _loo_direction,
     new_factors,
+    path_done,
     record_press,
     room_for_column,
 )
@@ -580,7 +581,7 @@ class ChunkedLooPath:
     ``wᵀy`` summed) the fits and their shares of PRESS, during the next step's round trip.
     """
 
-    def __init__(self, c: int, n: int, n_pos: float, lambdas, capacity: int, penalty: str, patience: int):
+    def __init__(self, c: int, n: int, n_pos: float, lambdas, capacity: int, penalty: str, patience):
         self.c = c
         self.n = n
         self.capacity = capacity
@@ -597,6 +598,7 @@ class ChunkedLooPath:
         first = (n_pos * (1.0 - self.ybar) ** 2 + (n - n_pos) * (1.0 + self.ybar) ** 2) / n / (1.0 - 1.0 / n) ** 2
         self.press = [np.full(g, first)]
         self.best = (0, int(np.argmin(self.press[0])))
+        self.best_values = [float(self.press[0][self.best[1]])]
         self.snapshot = self.best[1]  # the chunks take the snapshot at their next task
         self.since_best = 0
 
@@ -629,8 +631,8 @@ class ChunkedLooPath:
 
     @property
     def done(self) -> bool:
-        """True once the best PRESS has not improved for ``patience`` steps."""
-        return self.since_best >= self.patience
+        """True once the path should stop (:func:`kfdnumba._loo.path_done`)."""
+        return path_done(self)
 
 
 #: A chunk works through its rows in blocks of about this many bytes of kernel rows (m + κ + classes + 1
@@ -856,7 +858,7 @@ class DaskColumns:
         return cls(DaskTrainingSet.from_arrays(X, y, kernel_name, sigma, min_per_class), options)
 
     # --------------------------------------------------------------------- the greedy loop
-    def new_path(self, c: int, lambdas, capacity: int, penalty: str, patience: int) -> ChunkedLooPath:
+    def new_path(self, c: int, lambdas, capacity: int, penalty: str, patience) -> ChunkedLooPath:
         """Class c's leave-one-out path: factors on the client, fits on the chunks."""
         path = ChunkedLooPath(c, self.n, float(self.n_pos[c]), lambdas, capacity, penalty, patience)
         self.paths[c] = path

@@ -351,8 +351,9 @@ def _support_loo(columns, y: np.ndarray, active: np.ndarray, omega: np.ndarray) 
 
 #: Kernel columns computed at a time for :func:`_support_loo` (bounded memory on the low-rank path).
 _LOO_BLOCK = 64
-#: :func:`_support_loo` stops once the best prefix has not improved for this many columns
-#: (the greedy methods' default ``patience``) ...
+#: :func:`_support_loo` stops once the best prefix has not improved for this many columns (the greedy
+#: methods' ``patience``; "auto" is not used here: the prefixes follow the fit's coefficients, not a greedy
+#: path) ...
 LOO_PATIENCE = 10
 #: ... and prices at most this many columns (its factors take 7 · 8 · LOO_MAX_PREFIX² bytes).
 LOO_MAX_PREFIX = 500

@@ -787,10 +787,14 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         "auto": bases are chosen until the leave-one-out error (closed-form
         PRESS of the equivalent ridge fit, ``kfdnumba._loo``) has not improved
         for ``patience`` bases, and the best prefix is kept.
-    max_bases : int, default 200
-        Cap of ``n_bases="auto"``.
-    patience : int, default 10
+    max_bases : int, default 500
+        Cap of ``n_bases="auto"`` (the greedy methods' common cap: at 200, the
+        earlier default, USPS odd-against-even digits stopped at the cap, 3.59-4.14 %
+        test error against 3.29-3.34 % at 372-401 bases chosen by the estimate).
+    patience : int or "auto", default "auto"
         Bases without a better leave-one-out error before ``n_bases="auto"`` stops.
+        "auto": 10, or up to a quarter of the bases so far while the best
+        leave-one-out error still falls by 0.05 % per basis over them.
     criterion : {"auto", "optimal", "pseudo", "random", "reverse", "reverse_pseudo"}, default "auto"
         How a candidate column of the deflated kernel is scored. "auto"
         (beyond the paper): runs the ``pseudo`` selection and the ``random``
@@ -864,8 +868,8 @@ class MatchingPursuitKFD(SparseKernelClassifier):
     """
 
     n_bases: int | str = "auto"
-    max_bases: int = 200
-    patience: int = 10
+    max_bases: int = 500
+    patience: int | str = "auto"
     criterion: str = "auto"
     deflation: str = "ortho_schur"
     stage: int = 1
@@ -879,7 +883,7 @@ class MatchingPursuitKFD(SparseKernelClassifier):
     _parameter_constraints: ClassVar[dict] = {
         "n_bases": [Interval("int", 1, None), Options(("auto",))],
         "max_bases": [Interval("int", 1, None)],
-        "patience": [Interval("int", 1, None)],
+        "patience": [Interval("int", 1, None), Options(("auto",))],
         "criterion": [Options(("auto", *CRITERIA))],
         "deflation": [Options(DEFLATIONS)],
         "stage": [Interval("int", 1, None)],

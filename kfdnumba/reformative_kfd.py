@@ -363,7 +363,7 @@ def _select_nodes(scatter: _WithinScatter, mu: float, tol: float, max_nodes: int
             break
         if path is not None and path.done:
             if log is not None:
-                log(f"stop: no better leave-one-out error for {path.patience} nodes")
+                log(f"stop: no better leave-one-out error for {path.since_best} nodes")
             break
         n_rows[m] = scatter.row(p)
         _append_node_and_score.run(
@@ -490,7 +490,7 @@ class _SampledNodes:
         if m + 1 == self.cap:
             self.active = False
         elif self.path is not None and self.path.done:
-            self._stop(f"no better leave-one-out error for {self.path.patience} nodes")
+            self._stop(f"no better leave-one-out error for {self.path.since_best} nodes")
 
     def result(self):
         r = len(self.nodes)
@@ -590,13 +590,17 @@ class ReformativeKFD(SparseKernelClassifier):
     tol : float, default 1e-3
         With ``stop="paper"``: stop when a new node raises J by less than
         ``tol · J`` (relative; 0 runs to ``max_nodes``).
-    max_nodes : int, default 100
-        Node budget (a safety cap with ``stop="loo"``).
+    max_nodes : int, default 500
+        Node budget (a safety cap with ``stop="loo"``; the greedy methods' common
+        cap: at 100, the earlier default, USPS odd-against-even digits stopped
+        at the cap, 5.78-6.88 % test error against 3.54-3.64 % at 447-492 nodes).
     stop : {"loo", "paper"}, default "loo"
         "loo": stop once the leave-one-out error has not improved for
         ``patience`` nodes and keep the best prefix; "paper": the ``tol`` rule.
-    patience : int, default 10
+    patience : int or "auto", default "auto"
         Nodes without a better leave-one-out error before ``stop="loo"`` stops.
+        "auto": 10, or up to a quarter of the nodes so far while the best
+        leave-one-out error still falls by 0.05 % per node over them.
     scatter : {"auto", "dense", "blocked"}, default "auto"
         How rows of the within-class matrix are formed: from a stored ℓ × ℓ Gram
         matrix (``"dense"``) or from kernel blocks recomputed per node
@@ -656,9 +660,9 @@ class ReformativeKFD(SparseKernelClassifier):
 
     mu: float | str = "auto"
     tol: float = 1e-3
-    max_nodes: int = 100
+    max_nodes: int = 500
     stop: str = "loo"
-    patience: int = 10
+    patience: int | str = "auto"
     scatter: str = "auto"
     max_memory_gb: float = 1.0
     threshold: str = "auto"
@@ -670,7 +674,7 @@ class ReformativeKFD(SparseKernelClassifier):
         "tol": [Interval("real", 0, None, "left")],
         "max_nodes": [Interval("int", 1, None, "left")],
         "stop": [Options(("loo", "paper"))],
-        "patience": [Interval("int", 1, None)],
+        "patience": [Interval("int", 1, None), Options(("auto",))],
         "scatter": [Options(("auto", "dense", "blocked"))],
         "max_memory_gb": [Interval("real", 0, None, "neither")],
         "threshold": [Options(("auto", "midpoint", "bayes"))],

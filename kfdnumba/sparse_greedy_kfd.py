@@ -383,7 +383,7 @@ class MemoryColumns:
         support_rows = columns[self.stored_index[: self.n_stored]] if kernel_reg else _NO_ROWS
         return CandidateBlock(cand, self.X[cand], products, sq_norms, support_rows, columns)
 
-    def new_path(self, c: int, lambdas, capacity: int, penalty: str, patience: int) -> LooPath:
+    def new_path(self, c: int, lambdas, capacity: int, penalty: str, patience) -> LooPath:
         """Class c's leave-one-out path (a binary model's reads the stored columns, which are its own in order)."""
         shared = self.stored if self.n_models == 1 else None
         path = LooPath(self.targets[c], lambdas, capacity, penalty, patience, shared)
@@ -497,8 +497,11 @@ class SparseGreedyKFD(SparseKernelClassifier):
         ridge fit on the chosen columns, for every C of the grid) has not
         improved for ``patience`` steps, and keep the best prefix. "paper":
         the rule of section 4.1.3 (``tol``, ``window``), all bases kept.
-    patience : int, default 10
+    patience : int or "auto", default "auto"
         Steps without a better leave-one-out error before ``stop="loo"`` stops.
+        "auto": 10, or up to a quarter of the steps so far while the best
+        leave-one-out error still falls by 0.05 % per basis over them (a
+        plateau on a steep curve is noise: USPS odd-against-even digits).
     tol : float, default 1e-3
         Stop when the mean relative improvement of the objective over the last
         ``window`` steps is below ``tol`` (0 disables the rule). With
@@ -566,7 +569,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
     selection: str = "objective"
     threshold: str = "auto"
     stop: str = "loo"
-    patience: int = 10
+    patience: int | str = "auto"
     max_memory_gb: float = 4.0
 
     _parameter_constraints: ClassVar[dict] = {
@@ -580,7 +583,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
         "selection": [Options(("objective", "infeasibility"))],
         "threshold": [Options(("auto", "qp", "optimized"))],
         "stop": [Options(("loo", "paper"))],
-        "patience": [Interval("int", 1, None)],
+        "patience": [Interval("int", 1, None), Options(("auto",))],
         "max_memory_gb": [Interval("real", 0, None, "neither")],
     }
     search_grid: ClassVar[dict] = {"sigma": [0.35, 0.5, 0.7, 1.0], "C": [1e-3, 1e-2, 1e-1]}

@@ -5,6 +5,7 @@ import pytest
 from conftest import arcs, three_class_blobs, two_blobs
 from naive import rbf
 
+from kfdnumba import _loo
 from kfdnumba._base import auto_cut as loo_cut
 from kfdnumba._base import stratified_subset
 from kfdnumba._loo import LooPath, default_lambdas
@@ -83,6 +84,38 @@ def test_chosen_size_is_the_best_prefix_and_patience_stops():
     assert path.done and path.m == path.best[0] + 5
 
 
+def _plateau_path(patience):
+    """A path over 300 random columns of a noisy problem, stopped by ``patience``."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((400, 5))
+    y = np.sign(np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.3 * rng.standard_normal(400))
+    K = rbf(X, X, 1.5)
+    path = LooPath(y, default_lambdas(400), capacity=300, patience=patience)
+    for j in rng.permutation(400)[:300]:
+        path.append(K[:, j], int(j))
+        if path.done:
+            break
+    return path
+
+
+def test_automatic_patience_waits_on_a_plateau_only_while_the_curve_falls_steeply(monkeypatch):
+    ten = _plateau_path(10)
+    assert (ten.m, ten.best[0], ten.since_best) == (85, 75, 10)  # a plateau of 10 steps after 75 columns
+    # the best PRESS after each step
+    assert len(ten.best_values) == ten.m + 1 and np.all(np.diff(ten.best_values) <= 0)
+    assert ten.best_values[-1] == ten.press[ten.best[0]][ten.best[1]]
+    # "auto": the same 10-step plateau, measured against the fall over the last max(10, ⌈m/4⌉) steps
+    window = _loo.trend_window(85)
+    fall = (ten.best_values[85 - window] - ten.best_values[85]) / ten.best_values[85 - window] / window
+    assert window == 22 and fall > _loo.AUTO_PATIENCE_RATE
+    steep = _plateau_path("auto")  # steep enough for the default rate: the plateau is waited out
+    assert steep.best[0] > 75 and min(p.min() for p in steep.press) < min(p.min() for p in ten.press)
+    assert _loo.AUTO_PATIENCE_MIN < steep.since_best <= _loo.trend_window(steep.m)  # a longer wait, within the window
+    monkeypatch.setattr(_loo, "AUTO_PATIENCE_RATE", fall * 2)  # not steep: stops where 10 steps stop
+    flat = _plateau_path("auto")
+    assert (flat.m, flat.best[0]) == (85, 75)
+
+
 def test_dependent_column_is_refused():
     X, y = two_blobs(30, seed=5)
     K = rbf(X, X, 1.0)
@@ -137,7 +170,9 @@ def test_default_model_is_the_ridge_fit_of_its_prefix_with_brute_force_loo(cls, 
     # the chosen size is the best prefix of the path (within the improvement threshold)
     press = model.loo_press_
     assert press[model.loo_size_].min() <= press.min() * (1 + 1e-3)
-    assert press.shape[0] - 1 <= model.loo_size_ + 10  # stopped `patience` steps after the best
+    # stopped `patience` ("auto": 10, at most max(10, ⌈steps / 4⌉)) steps after the best
+    steps = press.shape[0] - 1
+    assert steps - model.loo_size_ in (10, _loo.trend_window(steps)) or steps == X.shape[0]
 
 
 @pytest.mark.parametrize(
