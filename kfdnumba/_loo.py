@@ -301,6 +301,31 @@ def grown_factors(factors: np.ndarray, vectors: list, most: int, need: int = 0):
     return (new, *out)
 
 
+#: Rows (bases, nodes) a greedy method's per-basis store starts with; :func:`grown_rows` doubles it up to the cap.
+INITIAL_STORE_ROWS = 64
+
+
+def grown_rows(store: np.ndarray, used: int, most: int, axis: int = 0) -> np.ndarray:
+    """Return ``store`` copied into twice as many rows along ``axis`` (at most ``most``), the first ``used`` kept.
+
+    The greedy methods' ℓ-long per-basis stores (kernel rows, W columns) grow as bases come: allocated for
+    the cap at once (500 × ℓ floats) they were most of a fit's memory, and a path stops long before it.
+    The new entries are zero.
+    """
+    size = store.shape[axis]
+    shape = list(store.shape)
+    shape[axis] = min(most, max(2 * size, used + 1))
+    out = np.zeros(shape, dtype=store.dtype)
+    index = (slice(None),) * axis + (slice(0, used),)
+    out[index] = store[index]
+    return out
+
+
+def grown_square(factor: np.ndarray, used: int, most: int) -> np.ndarray:
+    """Return a square factor copied into twice its size (at most ``most``), its leading ``used`` block kept."""
+    return grown_rows(grown_rows(factor, used, most), used, most, axis=1)
+
+
 def trend_window(m: int) -> int:
     """Return the steps over which ``patience="auto"`` measures the fall of the best PRESS (m columns)."""
     return max(AUTO_PATIENCE_MIN, math.ceil(AUTO_PATIENCE_FRACTION * m))

@@ -116,7 +116,7 @@ from ._base import (
 from ._jit import jit
 from ._kernels import row_class_means, row_class_scatter
 from ._linalg import cholesky_append
-from ._loo import LooPath, loo_expansion, path_bytes, path_lambdas
+from ._loo import INITIAL_STORE_ROWS, LooPath, grown_rows, grown_square, loo_expansion, path_bytes, path_lambdas
 from ._threads import blas_section
 
 __all__ = ["MatchingPursuitKFD", "CRITERIA", "DEFLATIONS"]
@@ -540,7 +540,8 @@ class _MemoryBases:
         self.kernel, self.X, self.path = kernel, X, path
         self.n = X.shape[0]
         self.rows_X = kernel.prepare(X)
-        self.C = np.zeros((k, self.n))  # K[I, :] rows of the accepted bases
+        self.k = k
+        self.C = np.zeros((min(k, INITIAL_STORE_ROWS), self.n))  # K[I, :] rows of the accepted bases (grown)
         self.row = None
         if path is not None and path.m == 0 and path.own_columns and path.capacity <= k:
             # the path's columns are these rows, in the same order (a basis it refuses is rejected): it reads
@@ -559,6 +560,11 @@ class _MemoryBases:
         """Append the row to the leave-one-out path (False: refused) and keep it."""
         if self.path is not None and not self.path.append(self.row, j):
             return False
+        if m == self.C.shape[0]:
+            shared = self.path is not None and self.path.columns is self.C
+            self.C = grown_rows(self.C, m, self.k)
+            if shared:
+                self.path.columns = self.C
         self.C[m] = self.row
         return True
 
@@ -661,7 +667,7 @@ def select_bases(
     if criterion == "random":  # the rank of each point in one random permutation
         order_rank = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
         order_rank[rng.permutation(n)] = np.arange(n, dtype=order_rank.dtype)
-    L = np.zeros((k, k))
+    L = np.zeros((min(k, INITIAL_STORE_ROWS),) * 2)  # grown as bases come
     bases: list[int] = []
     ortho = deflation.startswith("ortho_")
     Q = None  # orthonormal earlier deflation vectors as rows (ortho_*)
@@ -712,6 +718,8 @@ def select_bases(
             m = len(bases)
             cross, kjj = source.kernel_entries(j, m)
             tol = DEPENDENCE_TOL * max(kjj, 1e-300)
+            if m == L.shape[0]:
+                L = grown_square(L, m, k)
             rho = cholesky_append(L, m, cross, kjj, tol)
             if not rho > tol or not source.accept(j, m):
                 n_rejected += 1  # dependent on the chosen ones (row m of L is overwritten by the next)

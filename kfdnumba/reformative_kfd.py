@@ -121,7 +121,7 @@ from ._base import (
 from ._jit import jit
 from ._kernels import row_class_means, row_class_scatter
 from ._linalg import back_substitution, cholesky_append
-from ._loo import LooPath, loo_expansion, path_bytes, path_lambdas
+from ._loo import INITIAL_STORE_ROWS, LooPath, grown_rows, grown_square, loo_expansion, path_bytes, path_lambdas
 
 __all__ = ["ReformativeKFD"]
 
@@ -315,9 +315,9 @@ def _select_nodes(scatter: _WithinScatter, mu: float, tol: float, max_nodes: int
     cap = min(max_nodes, n)
     d = np.ascontiguousarray(scatter.means[:, 1] - scatter.means[:, 0])
     diag_mu = scatter.diag + mu
-    W = np.zeros((n, cap))
-    L = np.zeros((cap, cap))
-    n_rows = np.zeros((cap, n))  # N_full[S, :], rows of the accepted nodes
+    W = np.zeros((n, min(cap, INITIAL_STORE_ROWS)))  # w_x (rows x), a column per node; grown as nodes come
+    L = np.zeros((min(cap, INITIAL_STORE_ROWS),) * 2)
+    n_rows = np.zeros((min(cap, INITIAL_STORE_ROWS), n))  # N_full[S, :], rows of the accepted nodes (grown)
     q = np.zeros(cap)
     w_norm2 = np.zeros(n)
     w_q = np.zeros(n)
@@ -341,6 +341,8 @@ def _select_nodes(scatter: _WithinScatter, mu: float, tol: float, max_nodes: int
                 log(f"stop: relative gain {gain / (J + gain):.3g} < tol after {m} nodes")
             break
         # Border the factor with the column N_full[S, p] (rows of earlier nodes).
+        if m == L.shape[0]:
+            L = grown_square(L, m, cap)
         rho = cholesky_append(L, m, n_rows[:m, p].copy(), diag_mu[p], RHO_RTOL * diag_mu[p])
         if path is not None:
             cross = _path_cross(n_rows[:m, p], scatter.means[nodes], scatter.means[p], n - n_pos, n_pos)
@@ -365,6 +367,8 @@ def _select_nodes(scatter: _WithinScatter, mu: float, tol: float, max_nodes: int
             if log is not None:
                 log(f"stop: no better leave-one-out error for {path.since_best} nodes")
             break
+        if m == n_rows.shape[0]:
+            n_rows, W = grown_rows(n_rows, m, cap), grown_rows(W, m, cap, axis=1)
         n_rows[m] = scatter.row(p)
         _append_node_and_score.run(
             n * (m + 8), W, m, p, n_rows[m], L[m, m], q[m], selected, diag_mu, w_norm2, w_q, d, gains
@@ -391,9 +395,9 @@ class _SampledNodes:
         self.n_neg = n - self.n_pos
         self.mu, self.tol, self.cap = mu, tol, cap
         self.path, self.progress, self.log, self.label = path, progress, log, label
-        self.centred = np.zeros((cap, n))  # K̄[S, :], rows of the accepted nodes
+        self.centred = np.zeros((min(cap, INITIAL_STORE_ROWS), n))  # K̄[S, :], rows of the accepted nodes (grown)
         self.node_means = np.zeros((cap, 2))
-        self.L = np.zeros((cap, cap))
+        self.L = np.zeros((min(cap, INITIAL_STORE_ROWS),) * 2)  # grown as nodes come
         self.q = np.zeros(cap)
         self.usable = np.ones(n, dtype=np.bool_)
         self.nodes: list[int] = []
@@ -467,6 +471,8 @@ class _SampledNodes:
         if m > 0 and gain < self.tol * (self.J + gain):
             self._stop(f"relative gain {gain / (self.J + gain):.3g} < tol after {m} nodes")
             return
+        if m == L.shape[0]:
+            self.L = L = grown_square(L, m, self.cap)
         rho_p = cholesky_append(L, m, np.ascontiguousarray(cross[:, i]), diag_mu[i], RHO_RTOL * diag_mu[i])
         self.usable[p] = False
         accepted = rho_p > RHO_RTOL * diag_mu[i]
@@ -479,6 +485,8 @@ class _SampledNodes:
         self.J += q[m] * q[m]
         self.nodes.append(p)
         self.j_history.append(self.J)
+        if m == self.centred.shape[0]:
+            self.centred = grown_rows(self.centred, m, self.cap)
         self.centred[m] = rows[i] - means[i, self.class_of]
         self.node_means[m] = means[i]
         if self.log is not None:

@@ -397,3 +397,38 @@ def test_refit_on_one_block_by_row_chunks_equals_the_blocked_passes(block_bytes,
         np.testing.assert_allclose(a.train_output, b.train_output, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(a.loo_output, b.loo_output, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(a.coef, b.coef, rtol=1e-10, atol=1e-12)
+
+
+def test_grown_stores_keep_their_used_part_and_zero_the_rest():
+    store = np.arange(12.0).reshape(3, 4)
+    rows = _loo.grown_rows(store, 2, 5)
+    assert rows.shape == (5, 4) and np.array_equal(rows[:2], store[:2]) and not rows[2:].any()
+    cols = _loo.grown_rows(store, 3, 6, axis=1)
+    assert cols.shape == (3, 6) and np.array_equal(cols[:, :3], store[:, :3]) and not cols[:, 3:].any()
+    L = np.tril(np.arange(1.0, 10.0).reshape(3, 3))
+    square = _loo.grown_square(L, 3, 100)
+    assert square.shape == (6, 6) and np.array_equal(square[:3, :3], L) and not square[3:].any()
+
+
+import kfdnumba.matching_pursuit_kfd as mp_module  # noqa: E402
+import kfdnumba.reformative_kfd as rk_module  # noqa: E402
+
+GROWING = [
+    (ReformativeKFD, rk_module, {}),  # the exhaustive path (W, N_full rows, L)
+    (ReformativeKFD, rk_module, {"n_candidates": 20}),  # the sampled path (centred rows, L)
+    (MatchingPursuitKFD, mp_module, {}),  # the kernel rows the path shares, L
+]
+
+
+@pytest.mark.parametrize("cls, module, params", GROWING, ids=["ref-exhaustive", "ref-sampled", "mp"])
+def test_stores_grown_as_bases_come_give_the_model_of_stores_allocated_for_the_cap(monkeypatch, cls, module, params):
+    X, y = arcs(240, seed=3)
+    fits = []
+    for start in (1000, 2):  # allocated for every basis at once / doubled from 2 rows on
+        monkeypatch.setattr(module, "INITIAL_STORE_ROWS", start)
+        fits.append(cls(sigma=0.5, random_state=1, **params).fit(X, y))
+    big, grown = fits
+    assert big.n_retained_ == grown.n_retained_ > 8  # several doublings
+    np.testing.assert_array_equal(big.support_, grown.support_)
+    np.testing.assert_allclose(grown.dual_coef_, big.dual_coef_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(grown.decision_function(X), big.decision_function(X), rtol=1e-10, atol=1e-12)
