@@ -432,3 +432,18 @@ def test_stores_grown_as_bases_come_give_the_model_of_stores_allocated_for_the_c
     np.testing.assert_array_equal(big.support_, grown.support_)
     np.testing.assert_allclose(grown.dual_coef_, big.dual_coef_, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(grown.decision_function(X), big.decision_function(X), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", [SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("patience", ["fast", 0, 2.5])
+def test_bad_patience_is_refused_by_name(cls, patience):
+    X, y = arcs(40, seed=0)
+    with pytest.raises(ValueError, match=rf"'patience' parameter of {cls.__name__} must be"):
+        cls(patience=patience).fit(X, y)
+
+
+@pytest.mark.parametrize("cls", [SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD], ids=lambda c: c.__name__)
+def test_fixed_patience_stops_that_many_steps_after_the_best(cls):
+    X, y = arcs(300, seed=2)
+    model = cls(sigma=0.4, random_state=0, patience=4).fit(X, y)
+    assert np.asarray(model.loo_press_).shape[0] - 1 == model.loo_size_ + 4
