@@ -583,7 +583,7 @@ class ChunkedLooPath:
 
     def __init__(self, c: int, n: int, n_pos: float, lambdas, capacity: int, penalty: str, patience):
         self.c = c
-        self.n = n
+        self.n = self.n_rows = n
         self.capacity = capacity
         self.lambdas = np.asarray(lambdas, dtype=np.float64)
         g = self.lambdas.shape[0]

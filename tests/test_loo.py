@@ -107,8 +107,12 @@ def test_automatic_patience_waits_on_a_plateau_only_while_the_curve_falls_steepl
     # "auto": the same 10-step plateau, measured against the fall over the last max(10, ⌈m/4⌉) steps
     window = _loo.trend_window(85)
     fall = (ten.best_values[85 - window] - ten.best_values[85]) / ten.best_values[85 - window] / window
-    assert window == 22 and fall > _loo.AUTO_PATIENCE_RATE
-    steep = _plateau_path("auto")  # steep enough for the default rate: the plateau is waited out
+    scaled = _loo.AUTO_PATIENCE_RATE * np.sqrt(_loo.AUTO_PATIENCE_ROWS / 400)
+    assert window == 22 and _loo.AUTO_PATIENCE_RATE < fall < scaled
+    # on 400 rows the rate is scaled by √(5000 / 400): not steep enough, the 10-step rule
+    assert (_plateau_path("auto").m, _plateau_path("auto").best[0]) == (85, 75)
+    monkeypatch.setattr(_loo, "AUTO_PATIENCE_ROWS", 400)  # the unscaled rate: steep, the plateau is waited out
+    steep = _plateau_path("auto")
     assert steep.best[0] > 75 and min(p.min() for p in steep.press) < min(p.min() for p in ten.press)
     assert _loo.AUTO_PATIENCE_MIN < steep.since_best <= _loo.trend_window(steep.m)  # a longer wait, within the window
     monkeypatch.setattr(_loo, "AUTO_PATIENCE_RATE", fall * 2)  # not steep: stops where 10 steps stop
