@@ -30,7 +30,8 @@ What the methods do with it (``stop="loo"`` / ``n_bases="auto"``,
 ``C="auto"`` / ``mu="auto"``, ``threshold="auto"``):
 
 * **size**: the path stops once the best PRESS over the grid has not
-  improved (by more than ``IMPROVE_RTOL``) for ``patience`` steps, and the
+  improved (by more than ``IMPROVE_RTOL``) for ``patience`` steps (``"auto"``:
+  10, longer while the best PRESS still falls steeply, :func:`path_done`), and the
   model is the best prefix of at least one column (a model of the intercept
   alone, the best on labels without signal, is not a kernel classifier);
 * **regulariser**: the λ of the grid with the lowest PRESS at that prefix;
