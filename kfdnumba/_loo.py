@@ -462,9 +462,7 @@ class LooPath:
         z = np.ascontiguousarray(z, dtype=np.float64)
         room_for_column(self)
         if self.own_columns and m == self.columns.shape[0]:  # grow the column store geometrically
-            grown = np.empty((min(self.capacity, 2 * m), z.shape[0]))
-            grown[:m] = self.columns
-            self.columns = grown
+            self.columns = grown_rows(self.columns, m, self.capacity)
         press = np.empty(self.lambdas.shape[0])
         if not _append_column(
             self.L,
