@@ -110,7 +110,8 @@ def test_automatic_patience_waits_on_a_plateau_only_while_the_curve_falls_steepl
     scaled = _loo.AUTO_PATIENCE_RATE * np.sqrt(_loo.AUTO_PATIENCE_ROWS / 400)
     assert window == 22 and _loo.AUTO_PATIENCE_RATE < fall < scaled
     # on 400 rows the rate is scaled by √(5000 / 400): not steep enough, the 10-step rule
-    assert (_plateau_path("auto").m, _plateau_path("auto").best[0]) == (85, 75)
+    scaled_path = _plateau_path("auto")
+    assert (scaled_path.m, scaled_path.best[0]) == (85, 75)
     monkeypatch.setattr(_loo, "AUTO_PATIENCE_ROWS", 400)  # the unscaled rate: steep, the plateau is waited out
     steep = _plateau_path("auto")
     assert steep.best[0] > 75 and min(p.min() for p in steep.press) < min(p.min() for p in ten.press)
