@@ -469,7 +469,7 @@ def _chunk_step(state: ChunkState, payload: StepPayload, points) -> ChunkState:
 
 
 def _chunk_loo_fits(state: ChunkState, wy) -> ChunkState:
-    """Finish a leave-one-out step: ``f += w wᵀy``, ``h += w²`` (wᵀy summed); stats: Σ r² per class."""
+    """Finish a leave-one-out step: ``f += w wᵀy``, ``h += w²`` (wᵀy summed); stats: Σ r² and Σ r⁴ per class."""
     fits = list(state.fits)
     press = {}
     for c, (w, alive) in state.directions.items():
@@ -595,8 +595,11 @@ class ChunkedLooPath:
         self.alive = np.ones(g, dtype=np.bool_)
         self.m = 0
         # PRESS of the intercept alone: residuals 1 - ȳ on the positives, -1 - ȳ on the negatives
-        first = (n_pos * (1.0 - self.ybar) ** 2 + (n - n_pos) * (1.0 + self.ybar) ** 2) / n / (1.0 - 1.0 / n) ** 2
+        scale = (1.0 - 1.0 / n) ** 2
+        first = (n_pos * (1.0 - self.ybar) ** 2 + (n - n_pos) * (1.0 + self.ybar) ** 2) / n / scale
+        fourth = (n_pos * (1.0 - self.ybar) ** 4 + (n - n_pos) * (1.0 + self.ybar) ** 4) / n / scale**2
         self.press = [np.full(g, first)]
+        self.fourth = np.full(g, fourth)
         self.best = (0, int(np.argmin(self.press[0])))
         self.best_values = [float(self.press[0][self.best[1]])]
         self.snapshot = self.best[1]  # the chunks take the snapshot at their next task
@@ -623,9 +626,9 @@ class ChunkedLooPath:
         self.wy[:, self.m] = np.where(self.alive, wy, 0.0)
 
     def record(self, total: np.ndarray) -> None:
-        """Take the summed ``Σ r²`` of the chunks for the column just appended (LooPath.append's bookkeeping)."""
-        press = np.where(self.alive, total / self.n, np.inf)
-        a = record_press(self, press)
+        """Take the summed ``Σ r²`` and ``Σ r⁴`` (rows of ``total``) of the chunks for the column just appended."""
+        press = np.where(self.alive, total[0] / self.n, np.inf)
+        a = record_press(self, press, np.where(self.alive, total[1] / self.n, np.inf))
         if a is not None:
             self.snapshot = a
 

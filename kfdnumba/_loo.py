@@ -69,6 +69,7 @@ __all__ = [
     "refit_lambdas",
     "IMPROVE_RTOL",
     "path_done",
+    "scoring_index",
 ]
 
 #: A prefix counts as better than the best so far when its PRESS is lower by this fraction.
@@ -165,16 +166,22 @@ def _direction_row(z, zv, v0, inv, y, out, offset):
 
 @jit(parallel=False)
 def _update_row(w, c, y, f, h):
-    """One λ's fits and hat diagonal on these rows: f += w c, h += w²; returns Σ r² of ``(y - f) / (1 - h)``."""
+    """One λ's fits and hat diagonal on these rows: f += w c, h += w²; returns Σ r² and Σ r⁴ of ``(y - f) / (1 - h)``.
+
+    (Σ r⁴ gives the standard error of the PRESS, for :func:`scoring_index`.)
+    """
     total = 0.0
+    fourth = 0.0
     for i in range(f.shape[0]):
         fi = f[i] + w[i] * c
         hi = h[i] + w[i] * w[i]
         f[i] = fi
         h[i] = hi
         r = (y[i] - fi) / max(1.0 - hi, _HAT_MARGIN)
-        total += r * r
-    return total
+        r2 = r * r
+        total += r2
+        fourth += r2 * r2
+    return total, fourth
 
 
 @jit(parallel=False)
@@ -196,15 +203,16 @@ def _loo_direction(z, ZV, gammas, alive, y, w, offset):
 def _chunk_loo_update(w, alive, y, c_new, f, h):
     """Rows of the fits, given ``wᵀy`` (on dask: summed over the chunks).
 
-    For every live λ: ``f[a] += w[a] c_new[a]``, ``h[a] += w[a]²``; returns the chunk's ``Σ r²`` of the
-    leave-one-out residuals ``r = (y - f) / (1 - h)`` per λ (0 for a retired λ, whose fits stay).
+    For every live λ: ``f[a] += w[a] c_new[a]``, ``h[a] += w[a]²``; returns the chunk's ``Σ r²`` (row 0)
+    and ``Σ r⁴`` (row 1) of the leave-one-out residuals ``r = (y - f) / (1 - h)`` per λ (0 for a retired
+    λ, whose fits stay).
     """
     g = f.shape[0]
-    press = np.zeros(g)
+    sums = np.zeros((2, g))
     for a in range(g):
         if alive[a]:
-            press[a] = _update_row(w[a], c_new[a], y, f[a], h[a])
-    return press
+            sums[0, a], sums[1, a] = _update_row(w[a], c_new[a], y, f[a], h[a])
+    return sums
 
 
 @jit(parallel=False)
@@ -224,7 +232,9 @@ def _append_column(L, m, cross, kernel_penalty, indices, index, z, lambdas, aliv
     """One step of :meth:`LooPath.append` in one call: border the factors, the new W column, fits, PRESS.
 
     ``columns[:m]`` are the earlier columns (rows); ``cross`` is ``[1ᵀz,
-    Z_prevᵀz]`` or empty (then computed here, O(ℓm)). Returns the number of λ
+    Z_prevᵀz]`` or empty (then computed here, O(ℓm)). Writes the PRESS per λ
+    in ``press[0]`` and the mean fourth power of the residuals in ``press[1]``
+    (inf for a retired λ). Returns the number of λ
     still alive; 0 means the column is refused and nothing (``alive``, fits)
     has changed. (Two Numba threads, each a GEMM of half the λ rows and their
     updates, were slower inside the fits than this one thread: MatchingPursuitKFD
@@ -252,12 +262,15 @@ def _append_column(L, m, cross, kernel_penalty, indices, index, z, lambdas, aliv
     for a in range(g):
         if not live[a]:
             wy[a, m + 1] = 0.0
-            press[a] = np.inf  # a retired λ cannot be chosen at this size or later
+            press[0, a] = np.inf  # a retired λ cannot be chosen at this size or later
+            press[1, a] = np.inf
             continue
         row = ZV[a]  # becomes the new column of W (in place), then updates the fits
         c = _direction_row(z, row, V[a, 0], 1.0 / np.sqrt(gammas[a]), y, row, 0)
         wy[a, m + 1] = c
-        press[a] = _update_row(row, c, y, f[a], h[a]) / n
+        total, fourth = _update_row(row, c, y, f[a], h[a])
+        press[0, a] = total / n
+        press[1, a] = fourth / n
     n_alive = 0
     for a in range(g):
         n_alive += live[a]
@@ -358,17 +371,19 @@ def path_done(path) -> bool:
     return old - now < rate * window * old
 
 
-def record_press(path, press: np.ndarray) -> int | None:
+def record_press(path, press: np.ndarray, fourth: np.ndarray) -> int | None:
     """Append the PRESS per λ of the prefix ``path.m`` to ``path.press``; return its λ index if it is the new best.
 
-    Updates ``path.best``, ``path.best_values`` (the best PRESS after each step) and
-    ``path.since_best`` (the patience count). The
+    ``fourth``: the mean fourth power of the leave-one-out residuals per λ, kept as ``path.fourth`` (the last
+    step's only) for :func:`scoring_index`. Updates ``path.best``, ``path.best_values`` (the best PRESS
+    after each step) and ``path.since_best`` (the patience count). The
     first column is always taken: a kernel model keeps at least one point,
     even where the intercept alone has the lower PRESS (labels without
     signal; its cut then rests on the leave-one-out outputs). Shared by
     :class:`LooPath` and the chunked path of :mod:`kfdnumba._dask`.
     """
     path.press.append(press)
+    path.fourth = fourth
     a = int(np.argmin(press))
     if path.best[0] == 0 or press[a] < (1.0 - IMPROVE_RTOL) * path.press[path.best[0]][path.best[1]]:
         path.best = (path.m, a)
@@ -378,6 +393,24 @@ def record_press(path, press: np.ndarray) -> int | None:
     path.since_best += 1
     path.best_values.append(path.best_values[-1])
     return None
+
+
+def scoring_index(path) -> int:
+    """Return the λ index a greedy selection scores its next candidates with: the one-standard-error rule.
+
+    At the path's last prefix: the largest λ of the grid whose PRESS is within one standard error of the
+    lowest PRESS (the standard error of that mean of squared leave-one-out residuals,
+    ``√((mean r⁴ - PRESS²) / ℓ)``; Breiman et al. 1984, Hastie, Tibshirani & Friedman 2009, §7.10). The
+    λ that fits the current prefix best also lets the next greedy choice fit the training rows best,
+    which overfits the selection on small noisy sets; the most regularised λ the data cannot tell from
+    it does not (measured in ``benchmarks/RESULTS.md``: SparseGreedyKFD, "the scoring regulariser").
+    A retired λ (PRESS inf) is never chosen.
+    """
+    press = np.asarray(path.press[-1])
+    best = int(np.argmin(press))
+    spread = max(float(path.fourth[best]) - float(press[best]) ** 2, 0.0)
+    within = np.flatnonzero(press <= press[best] + math.sqrt(spread / path.n_rows))
+    return int(within[np.argmax(path.lambdas[within])])
 
 
 @dataclass
@@ -433,16 +466,19 @@ class LooPath:
         self.alive = np.ones(g, dtype=np.bool_)  # λ whose factor could take every column so far
         self.kernel_penalty = penalty == "kernel"
         self.m = 0
-        self.press = [self._press()]
+        press, self.fourth = self._press()
+        self.press = [press]
         self.best = (0, int(np.argmin(self.press[0])))
         self.best_values = [float(self.press[0][self.best[1]])]
         self._best_state = self._state(self.best[1])
         self.since_best = 0
 
     # ----------------------------------------------------------------------------- steps
-    def _press(self) -> np.ndarray:
+    def _press(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return the PRESS per λ and the mean fourth power of the residuals, from the fits and hat diagonals."""
         resid = (self.y - self.f) / np.maximum(1.0 - self.h, _HAT_MARGIN)
-        return np.mean(resid * resid, axis=1)
+        squares = resid * resid
+        return np.mean(squares, axis=1), np.mean(squares * squares, axis=1)
 
     def _state(self, a: int):
         return self.f[a].copy(), self.h[a].copy()
@@ -463,7 +499,7 @@ class LooPath:
         room_for_column(self)
         if self.own_columns and m == self.columns.shape[0]:  # grow the column store geometrically
             self.columns = grown_rows(self.columns, m, self.capacity)
-        press = np.empty(self.lambdas.shape[0])
+        press = np.empty((2, self.lambdas.shape[0]))
         if not _append_column(
             self.L,
             m,
@@ -486,7 +522,7 @@ class LooPath:
             self.columns[m] = z
         self.indices[m] = index
         self.m = m + 1
-        a = record_press(self, press)
+        a = record_press(self, press[0], press[1])
         if a is not None:
             self._best_state = self._state(a)
         return True

@@ -108,15 +108,26 @@ from ._base import (
 )
 from ._jit import jit
 from ._linalg import cholesky_append, cholesky_solve, forward_substitution
-from ._loo import INITIAL_FACTOR_SIZE, LooPath, grown_factors, loo_expansion, path_bytes, path_lambdas
+from ._loo import (
+    INITIAL_FACTOR_SIZE,
+    LooPath,
+    grown_factors,
+    loo_expansion,
+    path_bytes,
+    path_lambdas,
+    scoring_index,
+)
 
 __all__ = ["SparseGreedyKFD"]
 
 #: Refuse a candidate whose Schur complement is below this fraction of its diagonal.
 SCHUR_RELATIVE_FLOOR = 1e-11
-#: With ``C="auto"`` the candidates are scored with C = this × ℓ (the final C is chosen by leave-one-out):
-#: 1e-2 × ℓ chose better bases than the paper's 1e-3 on the noisy IDA sets (heart 20.8 → 18.3 %,
-#: ringnorm 3.28 → 2.93 % at the σ the harness chose), for +0.2 points on banana (benchmarks/peers.py).
+#: With ``C="auto"`` the first basis is scored with C = this × ℓ; from the second on, C follows the class's
+#: leave-one-out path (:func:`kfdnumba._loo.scoring_index`: the largest λ of its grid whose PRESS is within one
+#: standard error of the lowest); the final C is the path's best λ. 1e-2 × ℓ for every step chose better bases
+#: than the paper's 1e-3 on the noisy IDA sets (heart 20.8 → 18.3 %, ringnorm 3.28 → 2.93 % at the σ the
+#: harness chose), but on large clean data worse than random points (USPS odd against even digits, 7 291
+#: points: 3.56 % against 2.86 % with the path's λ, benchmarks/RESULTS.md).
 AUTO_SELECTION_C_RELATIVE = 1e-2
 
 
@@ -157,7 +168,8 @@ def _score_candidates(
 
     ``gains[c, j]`` = r² (the enlarged objective is ``2h²/(q + r²) - 2h``), -1
     for a pair that is not allowed or whose Schur complement ``schur[c, j]`` is
-    below ``schur_floor * new_diag[j]``. Each pair writes only its own slots.
+    below ``schur_floor * new_diag[c, j]``. ``C[c]`` is class c's regulariser and
+    ``new_diag[c, j] = k_jᵀk_j + C[c] P_jj``. Each pair writes only its own slots.
     """
     n_models = factors.shape[0]
     n_cand = col_sum.shape[0]
@@ -170,11 +182,11 @@ def _score_candidates(
             continue
         size = n_bases[c] + 1  # H is (m + 1) × (m + 1): intercept plus m bases
         border = np.empty(size)
-        _bordering_vector(c, j, n_bases[c], slots, stored_gram, support_rows, col_sum, C, kernel_reg, border)
+        _bordering_vector(c, j, n_bases[c], slots, stored_gram, support_rows, col_sum, C[c], kernel_reg, border)
         ell = forward_substitution(factors[c], size, border)
-        rho = new_diag[j] - np.dot(ell, ell)
+        rho = new_diag[c, j] - np.dot(ell, ell)
         schur[c, j] = rho
-        if rho > schur_floor * new_diag[j]:
+        if rho > schur_floor * new_diag[c, j]:
             r = pos_sum[c, j] - np.dot(ell, w_pos[c, :size])
             gains[c, j] = r * r / rho
 
@@ -350,10 +362,12 @@ class MemoryColumns:
         last = self._last
         kept = last[0] == cand if last is not None and last[0].shape[0] == k else np.zeros(k, dtype=bool)
         # One GEMM, BLAS-shaped κ × ℓ × m, on ONE BLAS thread: BLAS threads would spin on the cores the
-        # next step's parallel kernel block needs (ℓ = 10⁵: 5.4 s with them, 4.7 s without).
+        # next step's parallel kernel block needs (ℓ = 10⁵: 5.4 s with them, 4.7 s without). Written as
+        # (block · rowsᵀ)ᵀ: OpenBLAS runs this skinny shape (rows × ℓ times ℓ × 15) 1.2-1.7× faster with the long
+        # operand on the right (USPS digits, 10 classes, up to 2 600 stored rows: the fit 31.7 → 29.0 s).
         if not kept.any():
             block, sq_norms = self.rows_X.block_and_row_norms(self.X[cand], out=block)
-            products = self.rows[:n_rows] @ block.T
+            products = (block @ self.rows[:n_rows].T).T  # the long operand on the right: the faster BLAS shape
         else:
             fresh = np.flatnonzero(~kept)
             sq_norms = last[2].copy()
@@ -361,7 +375,7 @@ class MemoryColumns:
             if fresh.size:
                 new_block, sq_norms[fresh] = self.rows_X.block_and_row_norms(self.X[cand[fresh]])
                 block[fresh] = new_block
-                products[:, fresh] = self.rows[:n_rows] @ new_block.T
+                products[:, fresh] = (new_block @ self.rows[:n_rows].T).T
             # rows both steps multiplied: their products with the kept candidates are still valid
             n_old = last[1].shape[0]
             if n_old <= n_rows and np.array_equal(row_ids[:n_old], last[1]):  # the rows only grew (binary)
@@ -474,10 +488,13 @@ class SparseGreedyKFD(SparseKernelClassifier):
     Parameters
     ----------
     C : float or "auto", default "auto"
-        Regularisation constant of problem (3). "auto": the candidates are
-        scored with C = 0.01 ℓ and the final C is the one of the grid
-        ``ℓ · 10⁻⁸ … 10⁰`` with the lowest leave-one-out error at the chosen
-        size (``kfdnumba._loo``).
+        Regularisation constant of problem (3). "auto": the final C is the one
+        of the grid ``ℓ · 10⁻⁸ … 10⁰`` with the lowest leave-one-out error at
+        the chosen size (``kfdnumba._loo``), and the candidates are scored with
+        C = 0.01 ℓ for the first basis, then (with ``stop="loo"`` and
+        ``selection="objective"``) with the largest C of that grid whose
+        leave-one-out error on the bases so far is within one standard error
+        of the lowest (``selection_C_path_``).
     regularizer : {"l2", "kernel"}, default "l2"
         ``P(α) = ||α||²`` or ``αᵀK_IIα``.
     n_candidates : int, default 59
@@ -542,7 +559,11 @@ class SparseGreedyKFD(SparseKernelClassifier):
     bases_ : ndarray or list of ndarray
         Each class's chosen indices, in the order they were accepted.
     objective_path_ : ndarray or list of ndarray
-        Objective (5) (= dual (7)) after each accepted basis.
+        Objective (5) (= dual (7)) after each accepted basis, at the C that
+        basis was scored with.
+    selection_C_path_ : ndarray or list of ndarray
+        The C each accepted basis was scored with (``C="auto"``: it follows the
+        leave-one-out path; else ``C`` throughout).
     multipliers_ : ndarray (2,) or list
         λ₊, λ₋ of eq. (9) at the final solution (the paper's solution: only
         without the leave-one-out path, i.e. ``stop="paper"``, a number for
@@ -666,6 +687,23 @@ class SparseGreedyKFD(SparseKernelClassifier):
     def _uses_loo(self) -> bool:
         return self.stop == "loo" or self.C == "auto" or self.threshold == "auto"
 
+    def _follows_path(self) -> bool:
+        """Whether the scoring's C follows the leave-one-out path (``C="auto"``, ``stop="loo"``, objective)."""
+        return self.C == "auto" and self.stop == "loo" and self.selection == "objective"
+
+    @staticmethod
+    def _score_with(path, a: int, c: int, m: int, n: int, factors, w_pos, q) -> None:
+        """Make class c's scoring state that of C = λ_a: the path's factor of λ_a is problem (4)'s factor.
+
+        The path factors ``H = ZᵀZ + λ diag(0, P)``, Z = [1, K_m], the matrix of eq. (4) with C = λ, and keeps
+        ``Wᵀy = L⁻¹Zᵀy``. With y = 2·1₊ - 1 and ``L⁻¹Zᵀ1 = √ℓ e₀`` (Z's first column is 1, P's first row
+        0), ``L⁻¹A₊ = (Wᵀy + √ℓ e₀) / 2``; ``q = Σ_{i≥1} (L⁻¹A₊)_i²`` as the accepted gains sum to.
+        """
+        factors[c, : m + 1, : m + 1] = path.L[a, : m + 1, : m + 1]
+        w_pos[c, : m + 1] = 0.5 * path.wy[a, : m + 1]
+        w_pos[c, 0] += 0.5 * np.sqrt(n)
+        q[c] = float(np.sum(w_pos[c, 1 : m + 1] ** 2))
+
     def _greedy(self, source, rng: np.random.Generator) -> list[KernelExpansion]:
         """Run the greedy loop over a column source (:class:`MemoryColumns` or ``kfdnumba._dask.DaskColumns``).
 
@@ -675,7 +713,8 @@ class SparseGreedyKFD(SparseKernelClassifier):
         n, n_models = source.n, source.n_models
         kernel = self.kernel_
         kernel_reg = self.regularizer == "kernel"
-        C = AUTO_SELECTION_C_RELATIVE * n if self.C == "auto" else float(self.C)  # the scoring's regulariser
+        # the scoring's regulariser per class (C="auto": it follows each class's leave-one-out path, below)
+        C = np.full(n_models, AUTO_SELECTION_C_RELATIVE * n if self.C == "auto" else float(self.C))
         max_bases = min(self.max_bases, n)
         # The leave-one-out path of each class (kfdnumba._loo): size, regulariser and cut from the data.
         lambdas = path_lambdas(n, self.C)
@@ -683,6 +722,9 @@ class SparseGreedyKFD(SparseKernelClassifier):
         paths = None
         if self._uses_loo():
             paths = [source.new_path(c, lambdas, max_bases, loo_penalty, self.patience) for c in range(n_models)]
+        follow = self._follows_path()
+        scored_with = np.full(n_models, -1)  # the λ index of each class's path its scoring factor holds
+        selection_C = [[] for _ in range(n_models)]
         n_pos = source.n_pos
         h = n_pos * (n - n_pos) / n  # ℓ₊ℓ₋/ℓ per class
 
@@ -739,12 +781,18 @@ class SparseGreedyKFD(SparseKernelClassifier):
                 continue
             last_cand = cand
             n_columns += cand.size
+            if follow:  # on dask the last step's PRESS came with this block: the same state as in memory
+                for c in np.flatnonzero(active & (n_bases > 0)):
+                    a = scoring_index(paths[c])
+                    if a != scored_with[c]:
+                        self._score_with(paths[c], a, c, int(n_bases[c]), n, factors, w_pos, q)
+                        C[c], scored_with[c] = lambdas[a], a
             products = block.products
             col_sum = products[0]  # 1ᵀk_j
             pos_sum = products[1:n_fixed]  # (n_models, κ): 1₊ᵀk_j
             stored_gram = products[n_fixed:] if products.shape[0] > n_fixed else np.zeros((1, cand.size))  # K_mᵀk_j
             kdiag = kernel.diag(block.points)  # k(x_j, x_j)
-            new_diag = block.sq_norms + C * (kdiag if kernel_reg else 1.0)  # k_jᵀk_j + C P_jj
+            new_diag = block.sq_norms + C[:, None] * (kdiag if kernel_reg else 1.0)  # k_jᵀk_j + C P_jj per class
             candidate_ok = usable[:, cand] & active[:, None]
             gains = np.empty((n_models, cand.size))
             schur = np.empty((n_models, cand.size))
@@ -805,9 +853,9 @@ class SparseGreedyKFD(SparseKernelClassifier):
                     stored_gram,
                     block.support_rows,
                     col_sum,
-                    new_diag,
+                    new_diag[c],
                     pos_sum,
-                    C,
+                    C[c],
                     kernel_reg,
                     SCHUR_RELATIVE_FLOOR,
                 )
@@ -833,6 +881,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
                 slots[c, m] = slot_of[index]
                 n_bases[c] = m + 1
                 usable[c, index] = False
+                selection_C[c].append(float(C[c]))
                 old = objective[c][-1] if objective[c] else np.inf
                 q[c] += gain
                 J = 2.0 * h[c] * h[c] / q[c] - 2.0 * h[c]  # optimum of (5) = dual (7)
@@ -876,7 +925,12 @@ class SparseGreedyKFD(SparseKernelClassifier):
                 support,
                 slots,
                 C,
-                dict(info, objective_path=np.asarray(objective[c]), infeasibility_path=np.asarray(infeasibility[c])),
+                dict(
+                    info,
+                    objective_path=np.asarray(objective[c]),
+                    infeasibility_path=np.asarray(infeasibility[c]),
+                    selection_C_path=np.asarray(selection_C[c]),
+                ),
                 q,
                 None if paths is None else paths[c],
             )
@@ -915,7 +969,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
             alpha, b, f, lam_pos, lam_neg = self._coefficients(source, c, factors, pos_const, n_bases, slots, q)
             residual[c] = f - targets[c] + np.where(positive, lam_pos, lam_neg)
             if self.regularizer == "kernel":
-                reg[c] = C * (alpha @ cand_cols[support[c, : n_bases[c]]])
+                reg[c] = C[c] * (alpha @ cand_cols[support[c, : n_bases[c]]])
         return np.abs(residual @ cand_cols + reg)
 
     def _solution(self, source, c, factors, pos_const, n_bases, support, slots, C, info, q, path):

@@ -85,19 +85,45 @@ def dual_infeasibility(K_full, y, idx, C, regularizer, a, lam):
     return np.abs(Hf @ a_full - cf + lam[0] * Apf + lam[1] * Anf)[1:]
 
 
-def greedy_path(X, y, sigma, C, regularizer, n_candidates, n_steps, rng, selection="objective", fresh=None):
+def one_se_lambda(K_full, y, idx, lambdas, regularizer):
+    """The one-standard-error λ of the ridge fits of y on [1, K[:, idx]], by direct leave-one-out.
+
+    For each λ: the hat matrix ``Z H⁻¹ Zᵀ`` (H as eq. 4 with C = λ), the residuals ``(y - f) / (1 - h)``,
+    PRESS their mean square; the largest λ whose PRESS is within one standard error
+    (``std(r²) / √ℓ``) of the lowest.
+    """
+    press, se = [], []
+    for lam in lambdas:
+        H, _, _, _, Z, R = restricted_problem(K_full, y, idx, lam, regularizer)
+        hat = Z @ np.linalg.solve(H, Z.T)
+        r2 = ((y - hat @ y) / (1.0 - np.diag(hat))) ** 2
+        press.append(r2.mean())
+        se.append(r2.std() / np.sqrt(y.shape[0]))
+    press = np.array(press)
+    best = int(np.argmin(press))
+    return float(np.max(np.asarray(lambdas)[press <= press[best] + se[best]]))
+
+
+def greedy_path(
+    X, y, sigma, C, regularizer, n_candidates, n_steps, rng, selection="objective", fresh=None, follow=None
+):
     """The greedy selection by brute force: each candidate's enlarged problem solved directly.
 
     Draws candidates exactly as the module does (``rng.choice`` on the sorted unused
     indices, sorted result; with ``fresh``, :func:`naive.kept_draw`) as long as no candidate is refused.
+    ``follow``: a λ grid; after the first basis each step scores with C = :func:`one_se_lambda` of the
+    bases so far (``C="auto"``); the C of every step is returned as a third value then.
     """
     K = rbf(X, X, sigma)
     n = y.shape[0]
-    chosen, objectives = [], []
+    chosen, objectives, scoring = [], [], []
     cand = None
     for step in range(1, n_steps + 1):
         pool = np.array([i for i in range(n) if i not in chosen])
         cand = kept_draw(pool, cand, n_candidates, fresh, step, rng)
+        if follow is not None and chosen:
+            C = one_se_lambda(K, y, chosen, follow, regularizer)
+        scoring.append(C)
         values = []
         for j in cand:
             a, _ = kkt_solve(K, y, chosen + [int(j)], C, regularizer)
@@ -110,6 +136,8 @@ def greedy_path(X, y, sigma, C, regularizer, n_candidates, n_steps, rng, selecti
             best = int(np.argmin(values))
         chosen.append(int(cand[best]))
         objectives.append(values[best])
+    if follow is not None:
+        return chosen, np.array(objectives), np.array(scoring)
     return chosen, np.array(objectives)
 
 

@@ -126,6 +126,9 @@ def test_dask_fit_equals_the_in_memory_fit_binary(client, params):
     lazy = SparseGreedyKFD(sigma=1.0, random_state=1, **params).fit(Xd, da.from_array(y, chunks=chunks))
     _assert_same_fit(eager, lazy)
     np.testing.assert_array_equal(lazy.objective_path_.shape, eager.objective_path_.shape)
+    # the defaults' scoring C follows the path (its PRESS reaches the client one step late on dask)
+    np.testing.assert_array_equal(lazy.selection_C_path_, eager.selection_C_path_)
+    assert (np.unique(eager.selection_C_path_).size > 1) == (params == {})
     assert lazy.n_kernel_columns_ == eager.n_kernel_columns_
     np.testing.assert_allclose(lazy.predict_proba(Xd).compute(), eager.predict_proba(X), rtol=1e-8, atol=1e-12)
 
@@ -411,7 +414,7 @@ def test_chunk_loo_kernels_equal_numpy_twins(rng):
         if not alive[a]:
             np.testing.assert_array_equal(f[a], f0[a])
             np.testing.assert_array_equal(w[a], 0.0)
-            assert press[a] == 0.0 and wy[a] == 0.0
+            assert press[0, a] == 0.0 and press[1, a] == 0.0 and wy[a] == 0.0
             continue
         w_ref = (z - V[a, 0] - V[a, 1:] @ Z) / np.sqrt(gammas[a])
         np.testing.assert_allclose(w[a, offset:], w_ref, rtol=1e-12, atol=1e-14)
@@ -420,7 +423,7 @@ def test_chunk_loo_kernels_equal_numpy_twins(rng):
         np.testing.assert_allclose(f[a], f_ref, rtol=1e-12)
         np.testing.assert_allclose(h[a], h_ref, rtol=1e-12)
         r = (y - f_ref) / np.maximum(1 - h_ref, _HAT_MARGIN)
-        np.testing.assert_allclose(press[a], np.sum(r * r), rtol=1e-12)
+        np.testing.assert_allclose(press[:, a], [np.sum(r**2), np.sum(r**4)], rtol=1e-12)
 
 
 def test_merged_class_moments_equal_the_whole_array(rng):

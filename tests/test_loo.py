@@ -52,6 +52,7 @@ def test_closed_form_loo_equals_brute_force_refits(penalty, initial, monkeypatch
             loo = brute_force_loo(K[:, idx], y, lam, P)
             press = np.mean((y - loo) ** 2)
             np.testing.assert_allclose(path.press[step][a], press, rtol=1e-8)
+            np.testing.assert_allclose(path.fourth[a], np.mean((y - loo) ** 4), rtol=1e-8)  # the last step's
             b, alpha = ridge_fit(K[:, idx], y, lam, P)
             np.testing.assert_allclose(path.f[a], b + K[:, idx] @ alpha, rtol=1e-9, atol=1e-10)
     assert path.L.shape[1] == len(order) + 1  # grown to the capacity, not beyond
