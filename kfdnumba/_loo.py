@@ -91,6 +91,8 @@ AUTO_PATIENCE_RATE = 5e-4
 #: step is within it (5-fold CV on the UCI sets, 166-500 training rows, with the unscaled rate: 10-45 % more
 #: points on sonar, wdbc and balance for the same test error within one or two test points).
 AUTO_PATIENCE_ROWS = 5000
+#: :func:`scoring_index`: the largest λ whose PRESS is within this many standard errors of the lowest.
+SCORING_STANDARD_ERRORS = 1.0
 #: A column whose Schur complement is below this fraction of its diagonal is refused (dependent).
 SCHUR_RTOL = 1e-11
 #: Hat diagonal is clipped below 1 by this much (an interpolating fit has h_ii → 1).
@@ -409,7 +411,7 @@ def scoring_index(path) -> int:
     press = np.asarray(path.press[-1])
     best = int(np.argmin(press))
     spread = max(float(path.fourth[best]) - float(press[best]) ** 2, 0.0)
-    within = np.flatnonzero(press <= press[best] + math.sqrt(spread / path.n_rows))
+    within = np.flatnonzero(press <= press[best] + SCORING_STANDARD_ERRORS * math.sqrt(spread / path.n_rows))
     return int(within[np.argmax(path.lambdas[within])])
 
 

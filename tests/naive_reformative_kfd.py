@@ -2,6 +2,7 @@
 
 import numpy as np
 from naive import kept_draw
+from naive_sparse_greedy_kfd import one_se_lambda
 
 
 def rbf_gram(A, B, sigma):
@@ -35,13 +36,26 @@ def prefix_criteria(N, d, nodes, mu):
     return np.array([criterion(N, d, nodes[:k], mu)[1] for k in range(1, len(nodes) + 1)])
 
 
-def greedy_nodes(K, y, mu, max_nodes, tol=0.0):
-    """Brute force: every step, solve the system of every candidate and keep the best J."""
+def _followed(K, y, nodes, mu, follow, N, d):
+    """``(μ, J)``: with ``follow`` (a λ grid) and nodes, μ is the one-standard-error λ of the ridge fits."""
+    if follow is None or not nodes:
+        return mu, (criterion(N, d, nodes, mu)[1] if nodes else 0.0)
+    mu = one_se_lambda(K, y, nodes, follow, "l2")
+    return mu, criterion(N, d, nodes, mu)[1]
+
+
+def greedy_nodes(K, y, mu, max_nodes, tol=0.0, follow=None):
+    """Brute force: every step, solve the system of every candidate and keep the best J.
+
+    ``follow``: a λ grid; from the second node on μ is :func:`one_se_lambda` of the nodes so far (the
+    μ of every node is returned as a fourth value then).
+    """
     N, d, _ = within_scatter(K, y)
     n = K.shape[0]
-    nodes, js, best_gains = [], [], []
+    nodes, js, best_gains, mus = [], [], [], []
     J = 0.0
     while len(nodes) < min(max_nodes, n):
+        mu, J = _followed(K, y, nodes, mu, follow, N, d)
         scores = np.full(n, -np.inf)
         for x in range(n):
             if x in nodes:
@@ -55,7 +69,10 @@ def greedy_nodes(K, y, mu, max_nodes, tol=0.0):
         J = scores[p]
         js.append(J)
         best_gains.append(gain)
+        mus.append(mu)
     alpha, _ = criterion(N, d, nodes, mu)
+    if follow is not None:
+        return np.array(nodes), np.array(js), alpha, np.array(mus)
     return np.array(nodes), np.array(js), alpha
 
 
@@ -65,7 +82,7 @@ def class_centres(K, y, nodes, alpha):
     return np.array([f[y < 0].mean(), f[y > 0].mean()])
 
 
-def sampled_greedy_nodes(K, y, mu, max_nodes, n_candidates, rng, tol=0.0, rho_rtol=1e-10, fresh=None):
+def sampled_greedy_nodes(K, y, mu, max_nodes, n_candidates, rng, tol=0.0, rho_rtol=1e-10, fresh=None, follow=None):
     """The sampled path by direct solves: each step draws κ unselected usable points and keeps the best J.
 
     Draws as ``ReformativeKFD(n_candidates=κ)`` does (sorted ``rng.choice`` of the usable points, no draw
@@ -75,10 +92,11 @@ def sampled_greedy_nodes(K, y, mu, max_nodes, n_candidates, rng, tol=0.0, rho_rt
     N, d, _ = within_scatter(K, y)
     n = K.shape[0]
     usable = np.ones(n, dtype=bool)
-    nodes, js = [], []
+    nodes, js, mus = [], [], []
     J = 0.0
     cand, step = None, 0
     while len(nodes) < min(max_nodes, n):
+        mu, J = _followed(K, y, nodes, mu, follow, N, d)
         pool = np.flatnonzero(usable)
         if pool.size == 0:
             break
@@ -103,5 +121,8 @@ def sampled_greedy_nodes(K, y, mu, max_nodes, n_candidates, rng, tol=0.0, rho_rt
         nodes.append(int(cand[i]))
         J = scores[i]
         js.append(J)
+        mus.append(mu)
     alpha, _ = criterion(N, d, nodes, mu)
+    if follow is not None:
+        return np.array(nodes), np.array(js), alpha, np.array(mus)
     return np.array(nodes), np.array(js), alpha

@@ -84,6 +84,29 @@ def test_same_nodes_and_j_as_brute_force(kernel, sigma, mu, seed):
     np.testing.assert_allclose(model.alpha_, alpha, rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.parametrize("n_candidates,fresh", [(None, None), (9, 2)])
+def test_scoring_mu_on_the_path_follows_the_one_standard_error_lambda_of_brute_force_refits(n_candidates, fresh):
+    """selection_mu="path" (mu="auto"): from the second node on, the nodes are scored with the largest λ of
+    the path's grid whose PRESS (direct leave-one-out refits of the ridge fit on the nodes' columns) is
+    within one standard error of the lowest; the factor, q and the kept candidates' w_x are recomputed
+    when it changes."""
+    from kfdnumba._loo import default_lambdas
+
+    X, y = make_data(60, d=2, seed=43)
+    kw = dict(sigma=0.5, max_nodes=12, patience=100, n_candidates=n_candidates, fresh_candidates=fresh)
+    kw.update(selection_mu="path")
+    model = _ReformativeKFD(**kw, random_state=5).fit(X, y)  # mu="auto", stop="loo": the defaults
+    K, grid = rbf_gram(X, X, 0.5), default_lambdas(60)
+    if n_candidates is None:
+        nodes, _, _, mus = greedy_nodes(K, y.astype(float), 0.6, 12, follow=grid)
+    else:
+        rng = np.random.default_rng(5)
+        nodes, _, _, mus = sampled_greedy_nodes(K, y.astype(float), 0.6, 12, 9, rng, fresh=2, follow=grid)
+    np.testing.assert_allclose(model.selection_mu_path_, mus, rtol=1e-12)
+    assert np.unique(mus).size > 2  # the rule moved μ twice along this path
+    np.testing.assert_array_equal(model.nodes_, nodes[: model.nodes_.size])
+
+
 def test_relative_stopping_rule_matches_brute_force():
     X, y = make_data(50, seed=3)
     model = ReformativeKFD(sigma=1.2, mu=1e-3, tol=2e-2, max_nodes=40).fit(X, y)
@@ -414,6 +437,7 @@ def test_banana_accuracy_and_sparsity():
         ({"n_candidates": "all"}, ValueError, "'n_candidates' parameter"),
         ({"fresh_candidates": 0}, ValueError, "'fresh_candidates' parameter"),
         ({"fresh_candidates": 1.5}, ValueError, "'fresh_candidates' parameter"),
+        ({"selection_mu": "auto"}, ValueError, "'selection_mu' parameter"),
     ],
 )
 def test_bad_parameters(params, error, match):
@@ -494,7 +518,7 @@ def test_one_vs_rest_sampled_path_shares_the_draws_and_each_class_is_its_own_sel
     assert len(blocks) == len(rng.draws)  # one kernel block per step for all classes
     steps = [len(sel[2]) for sel in together]
     assert len(set(steps)) > 1  # the classes stopped at different steps (the test covers that case)
-    for c, (nodes, alpha, j_history, node_means) in enumerate(together):
+    for c, (nodes, alpha, j_history, node_means, _) in enumerate(together):
         alone = rk._select_nodes_sampled(
             kernel,
             X,

@@ -83,6 +83,8 @@ def test_default_scoring_c_follows_the_one_standard_error_lambda_of_brute_force_
     np.testing.assert_allclose(model.selection_C_path_, scoring, rtol=1e-12)
     assert np.unique(scoring).size > 2  # the rule moved C along this path
     assert model.bases_.tolist() == chosen[: model.bases_.size]
+    fixed = SparseGreedyKFD(**params, selection_C="fixed", random_state=3, n_jobs=1).fit(X, y)
+    np.testing.assert_array_equal(fixed.selection_C_path_, 1e-2 * 70)
 
 
 @pytest.mark.parametrize("regularizer", ["l2", "kernel"])
@@ -333,6 +335,7 @@ def test_memory_budget_is_enforced():
         ("n_candidates", 0, "'n_candidates' parameter"),
         ("fresh_candidates", 0, "'fresh_candidates' parameter"),
         ("fresh_candidates", "some", "'fresh_candidates' parameter"),
+        ("selection_C", "auto", "'selection_C' parameter"),
         ("max_bases", 0, "'max_bases' parameter"),
         ("tol", -0.1, "'tol' parameter"),
         ("window", 0, "'window' parameter"),
