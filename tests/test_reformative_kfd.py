@@ -105,6 +105,14 @@ def test_scoring_mu_on_the_path_follows_the_one_standard_error_lambda_of_brute_f
     np.testing.assert_allclose(model.selection_mu_path_, mus, rtol=1e-12)
     assert np.unique(mus).size > 2  # the rule moved μ twice along this path
     np.testing.assert_array_equal(model.nodes_, nodes[: model.nodes_.size])
+    # selection_mu="auto" (the default): the path's μ on the sampled path, 0.01 ℓ on the exhaustive one
+    kw.pop("selection_mu")
+    auto = _ReformativeKFD(**kw, random_state=5).fit(X, y)
+    if n_candidates is None:
+        np.testing.assert_array_equal(auto.selection_mu_path_, 0.6)
+    else:
+        np.testing.assert_array_equal(auto.selection_mu_path_, model.selection_mu_path_)
+        np.testing.assert_array_equal(auto.nodes_, model.nodes_)
 
 
 def test_relative_stopping_rule_matches_brute_force():
@@ -437,7 +445,7 @@ def test_banana_accuracy_and_sparsity():
         ({"n_candidates": "all"}, ValueError, "'n_candidates' parameter"),
         ({"fresh_candidates": 0}, ValueError, "'fresh_candidates' parameter"),
         ({"fresh_candidates": 1.5}, ValueError, "'fresh_candidates' parameter"),
-        ({"selection_mu": "auto"}, ValueError, "'selection_mu' parameter"),
+        ({"selection_mu": "always"}, ValueError, "'selection_mu' parameter"),
     ],
 )
 def test_bad_parameters(params, error, match):
