@@ -66,6 +66,22 @@ def test_closed_form_loo_equals_brute_force_refits(penalty, initial, monkeypatch
     np.testing.assert_allclose(choice.loo_output, brute_force_loo(K[:, idx], y, lam, P), rtol=1e-8, atol=1e-10)
 
 
+def test_scoring_index_is_the_largest_live_lambda_within_one_standard_error():
+    from types import SimpleNamespace
+
+    press = np.array([0.5, 0.48, np.inf, 0.6])  # λ index 2 retired
+    path = SimpleNamespace(lambdas=np.array([1.0, 2.0, 3.0, 4.0]), press=[press], n_rows=100)
+    path.fourth = np.array([0.3, 0.48**2 + 0.09, np.inf, 0.4])  # standard error √(0.09 / 100) = 0.03
+    assert _loo.scoring_index(path) == 1  # 0.5 and 0.48 within 0.51; λ = 2 the larger
+    path.fourth[1] = 0.48**2 + 1.44  # 0.12: 0.6 within 0.60 as well
+    assert _loo.scoring_index(path) == 3
+    path.fourth[1] = 0.48**2 - 1e-3  # rounding can make the variance negative: no spread, the best alone
+    assert _loo.scoring_index(path) == 1
+    path.press = [np.array([0.5, 0.48, 0.3, 0.6])]  # residuals all of one size (spread 0): the best λ alone
+    path.fourth = np.array([0.3, 0.3, 0.09, 0.4])
+    assert _loo.scoring_index(path) == 2
+
+
 def test_chosen_size_is_the_best_prefix_and_patience_stops():
     X, y = two_blobs(120, seed=4)
     y = y.astype(float)
