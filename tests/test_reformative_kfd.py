@@ -115,6 +115,17 @@ def test_scoring_mu_on_the_path_follows_the_one_standard_error_lambda_of_brute_f
         np.testing.assert_array_equal(auto.nodes_, model.nodes_)
 
 
+def test_refactor_for_a_new_mu_equals_a_direct_factor_and_refuses_a_rounding_level_pivot():
+    r = np.random.default_rng(3)
+    A = r.standard_normal((6, 40))
+    n_ss, d_s = A @ A.T, r.standard_normal(6)
+    L, q = rk._refactor(n_ss, d_s, 0.5)
+    np.testing.assert_allclose(L @ L.T, n_ss + 0.5 * np.eye(6), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(L @ q, d_s, rtol=1e-12, atol=1e-12)
+    twin = np.vstack([A[:5], A[4]])  # two equal nodes: singular N[S, S]; at a tiny μ the pivot is at rounding level
+    assert rk._refactor(twin @ twin.T, d_s, 1e-14) is None
+
+
 def test_relative_stopping_rule_matches_brute_force():
     X, y = make_data(50, seed=3)
     model = ReformativeKFD(sigma=1.2, mu=1e-3, tol=2e-2, max_nodes=40).fit(X, y)
