@@ -367,7 +367,7 @@ class MemoryColumns:
         # operand on the right (USPS digits, 10 classes, up to 2 600 stored rows: the fit 31.7 → 29.0 s).
         if not kept.any():
             block, sq_norms = self.rows_X.block_and_row_norms(self.X[cand], out=block)
-            products = (block @ self.rows[:n_rows].T).T  # the long operand on the right: the faster BLAS shape
+            products = (block @ self.rows[:n_rows].T).T
         else:
             fresh = np.flatnonzero(~kept)
             sq_norms = last[2].copy()
