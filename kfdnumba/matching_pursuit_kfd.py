@@ -145,6 +145,13 @@ AUTO_EXHAUSTIVE_MAX_N = 1200
 AUTO_CRITERIA = ("pseudo", "random")
 #: ``criterion="auto"`` keeps the smaller model when its leave-one-out error is within this fraction of the best.
 AUTO_CRITERION_RTOL = 0.01
+#: :func:`nystroem_map` keeps pivots until every residual diagonal is at most this × the largest diagonal. At
+#: 1e-12 (before the tenth session) Banana-like data at 5 000 points kept 238 of 500 landmarks, at 1e-8 166:
+#: MatchingPursuitKFD's fit took 21.6 → 15.8 MB above its base (10⁴ points: 22.9 → 15.8) and 5-15 % less
+#: time, the same test error within 0.1 point (3 seeds at 2 000-10⁴ points) and the same models on USPS
+#: odd/even digits (the rank stays at the 500 landmarks there). The features only steer the selection;
+#: the chosen bases get exact features.
+NYSTROEM_RTOL = 1e-8
 
 
 # --------------------------------------------------------------------------- kernels
@@ -394,7 +401,7 @@ class _ImplicitDeflatedKernel:
         return self.Phi @ self.A @ self.Phi.T
 
 
-def nystroem_map(W: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
+def nystroem_map(W: np.ndarray, rtol: float = NYSTROEM_RTOL) -> tuple[np.ndarray, np.ndarray]:
     """``(cols, T)`` for W = K[L, L]: Nyström features ``Φ = K[:, L[cols]] T`` on the landmarks ``L[cols]``.
 
     A pivoted Cholesky factorisation ``W[cols, cols] = RᵀR`` (LAPACK ``dpstrf``;
