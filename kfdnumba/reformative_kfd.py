@@ -410,12 +410,13 @@ def _select_nodes(
         if m == n_rows.shape[0]:
             n_rows, W = grown_rows(n_rows, m, cap), grown_rows(W, m, cap, axis=1)
         n_rows[m] = scatter.row(p)
-        _append_node_and_score.run(
-            n * (m + 8), W, m, p, n_rows[m], L[m, m], q[m], selected, diag_mu, w_norm2, w_q, d, gains
-        )
         new_mu = _followed_mu(path, mu) if follow else None
         fresh = None if new_mu is None else _refactor(n_rows[: m + 1, nodes], d[nodes], new_mu)
-        if fresh is not None:  # every candidate's w_x = L⁻¹ N_full[S, x] under the new factor
+        if fresh is None:  # the same μ: extend every w_x by the new node and rescore
+            _append_node_and_score.run(
+                n * (m + 8), W, m, p, n_rows[m], L[m, m], q[m], selected, diag_mu, w_norm2, w_q, d, gains
+            )
+        else:  # a new μ: every candidate's w_x = L⁻¹ N_full[S, x] under the new factor, node m included
             s = m + 1
             mu, diag_mu = new_mu, scatter.diag + new_mu
             L[:s, :s], q[:s] = fresh
