@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from ._base import KernelExpansion, auto_cut, choose_threshold
+from ._base import KernelExpansion, auto_cut, charge, choose_threshold
 from ._jit import jit
 from ._linalg import back_substitution, forward_substitution
 from ._threads import ALTERNATING_BLAS_MIN_WORK, blas_section
@@ -297,11 +297,25 @@ def room_for_column(path) -> None:
     """Grow ``path.L`` and ``path.wy`` (doubling, at most capacity + 1) so that row ``path.m + 1`` exists.
 
     Allocating the factors for the capacity at once (g (max_bases + 1)² floats: 14 MB for 7 λ and
-    500 bases) was most of a small fit's memory; a path stops long before that.
+    500 bases) was most of a small fit's memory; a path stops long before that. The growth is charged
+    to the path's ``budget`` (a :class:`kfdnumba._base.MemoryBudget` or None) first.
     """
-    if path.m + 2 <= path.L.shape[1]:
+    size = path.L.shape[1]
+    if path.m + 2 <= size:
         return
+    grown = grown_size(size, path.capacity + 1, path.m + 2)
+    g = path.L.shape[0]
+    charge(
+        getattr(path, "budget", None),
+        8.0 * g * (grown * grown + grown - size * size - size),
+        "a leave-one-out path's factors",
+    )
     path.L, path.wy = grown_factors(path.L, [path.wy], path.capacity + 1, path.m + 2)
+
+
+def grown_size(size: int, most: int, need: int = 0) -> int:
+    """Return the size a store of ``size`` rows grows to: twice as many, at least ``need``, at most ``most``."""
+    return min(most, max(2 * size, need))
 
 
 def grown_factors(factors: np.ndarray, vectors: list, most: int, need: int = 0):
@@ -311,7 +325,7 @@ def grown_factors(factors: np.ndarray, vectors: list, most: int, need: int = 0):
     paths (:func:`room_for_column`) and SparseGreedyKFD's per-class factors.
     """
     size = factors.shape[1]
-    grown = min(most, max(2 * size, need))
+    grown = grown_size(size, most, need)
     new = np.zeros((factors.shape[0], grown, grown))
     new[:, :size, :size] = factors
     out = []
@@ -335,7 +349,7 @@ def grown_rows(store: np.ndarray, used: int, most: int, axis: int = 0) -> np.nda
     """
     size = store.shape[axis]
     shape = list(store.shape)
-    shape[axis] = min(most, max(2 * size, used + 1))
+    shape[axis] = grown_size(size, most, used + 1)
     out = np.zeros(shape, dtype=store.dtype)
     index = (slice(None),) * axis + (slice(0, used),)
     out[index] = store[index]
@@ -450,9 +464,14 @@ class LooPath:
         A store the caller keeps the appended columns in, as rows in the order
         appended (the caller writes row m after ``append`` returns True); None:
         the path keeps its own copy.
+    budget : kfdnumba._base.MemoryBudget or None
+        Charged the path's arrays as they are allocated and grown (fits, hat
+        diagonals, factors, its own columns); a growth past it raises ValueError.
     """
 
-    def __init__(self, y: np.ndarray, lambdas, capacity: int, penalty: str = "l2", patience="auto", columns=None):
+    def __init__(
+        self, y: np.ndarray, lambdas, capacity: int, penalty: str = "l2", patience="auto", columns=None, budget=None
+    ):
         self.y = np.ascontiguousarray(y, dtype=np.float64)
         n = self.n_rows = self.y.shape[0]
         self.lambdas = np.asarray(lambdas, dtype=np.float64)
@@ -465,6 +484,10 @@ class LooPath:
         self.own_columns = columns is None
         self.columns = np.empty((min(capacity, 16), n)) if columns is None else columns  # one row each
         self.indices = np.empty(capacity, dtype=np.intp)
+        self.budget = budget
+        own = self.columns.nbytes if self.own_columns else 0
+        arrays = (self.L, self.wy, self.f, self.h, self.indices)
+        charge(budget, own + sum(a.nbytes for a in arrays), "a leave-one-out path's first arrays")
         self.alive = np.ones(g, dtype=np.bool_)  # λ whose factor could take every column so far
         self.kernel_penalty = penalty == "kernel"
         self.m = 0
@@ -500,6 +523,8 @@ class LooPath:
         z = np.ascontiguousarray(z, dtype=np.float64)
         room_for_column(self)
         if self.own_columns and m == self.columns.shape[0]:  # grow the column store geometrically
+            rows = grown_size(m, self.capacity, m + 1)
+            charge(self.budget, 8.0 * (rows - m) * self.n_rows, f"a leave-one-out path's copy of {rows} columns")
             self.columns = grown_rows(self.columns, m, self.capacity)
         press = np.empty((2, self.lambdas.shape[0]))
         if not _append_column(

@@ -109,9 +109,11 @@ import scipy.linalg
 from ._base import (
     Interval,
     KernelExpansion,
+    MemoryBudget,
     Options,
     SparseKernelClassifier,
     auto_fresh_candidates,
+    charge,
     check_memory,
     choose_threshold,
     draw_candidates,
@@ -125,6 +127,7 @@ from ._loo import (
     INITIAL_STORE_ROWS,
     LooPath,
     grown_rows,
+    grown_size,
     grown_square,
     loo_expansion,
     path_bytes,
@@ -439,8 +442,13 @@ class _SampledNodes:
     eq. (20) with this class's means, scatter and nodes and accepts the best.
     """
 
-    def __init__(self, positive, mu: float, tol: float, cap: int, path, progress, log, label: str, follow=False):
+    def __init__(
+        self, positive, mu: float, tol: float, cap: int, path, progress, log, label: str, follow=False, budget=None
+    ):
         n = positive.shape[0]
+        rows = min(cap, INITIAL_STORE_ROWS)
+        self.budget = budget  # kfdnumba._base.MemoryBudget charged the stores as they grow, or None
+        charge(budget, 8.0 * (rows * n + 2 * rows * rows + 3 * cap) + 2.0 * n, f"{label}its first node stores")
         self.pos64 = positive.astype(np.int64)
         self.class_of = positive.astype(np.intp)
         self.n_pos = int(self.pos64.sum())
@@ -529,6 +537,8 @@ class _SampledNodes:
             self._stop(f"relative gain {gain / (self.J + gain):.3g} < tol after {m} nodes")
             return
         if m == L.shape[0]:
+            size = grown_size(m, self.cap, m + 1)
+            charge(self.budget, 16.0 * (size * size - m * m), f"{self.label}the factors of {size} nodes")
             self.L = L = grown_square(L, m, self.cap)
             self.n_ss = grown_square(self.n_ss, m, self.cap)
         rho_p = cholesky_append(L, m, np.ascontiguousarray(cross[:, i]), diag_mu[i], RHO_RTOL * diag_mu[i])
@@ -547,6 +557,8 @@ class _SampledNodes:
         self.n_ss[m, :m] = self.n_ss[:m, m] = cross[:, i]
         self.n_ss[m, m] = diag[i]
         if m == self.centred.shape[0]:
+            size = grown_size(m, self.cap, m + 1)
+            charge(self.budget, 8.0 * (size - m) * self.centred.shape[1], f"{self.label}storing {size} node rows")
             self.centred = grown_rows(self.centred, m, self.cap)
         self.centred[m] = rows[i] - means[i, self.class_of]
         self.node_means[m] = means[i]
@@ -603,6 +615,7 @@ def _select_nodes_sampled(
     names=None,
     fresh=None,
     follow=False,
+    budget=None,
 ):
     """Greedy selection of eqs. (13)-(20) over κ random candidates per step, nothing ℓ × ℓ.
 
@@ -636,10 +649,13 @@ def _select_nodes_sampled(
             log,
             f"class {names[c]!r}: " if many else "",
             follow and path is not None,
+            budget,
         )
         for c, (positive, path) in enumerate(zip(positives, paths))
     ]
-    block = np.empty((min(n_candidates, n), n))  # the candidates' kernel rows, one buffer for every step
+    # the candidates' kernel rows, one buffer for every step (and the fresh ones' block before they go in)
+    charge(budget, 16.0 * min(n_candidates, n) * n, "its candidate rows")
+    block = np.empty((min(n_candidates, n), n))
     rows_X = kernel.prepare(X)  # X centred once (and its norms, many features), not at every step
     last, step = None, 0
     while True:
@@ -705,9 +721,16 @@ class ReformativeKFD(SparseKernelClassifier):
         matrix (``"dense"``) or from kernel blocks recomputed per node
         (``"blocked"``, O(ℓ) memory); ``"auto"`` is dense when it fits
         ``max_memory_gb``. Both give the same nodes.
-    max_memory_gb : float, default 1.0
-        Memory budget of the dense Gram matrix and of the ℓ × ``max_nodes``
-        candidate state.
+    max_memory_gb : float, default 4.0
+        Memory budget: of the dense Gram matrix (``scatter="auto"`` is dense when
+        it fits), of the exhaustive path's ℓ × ``max_nodes`` candidate state
+        (checked at the cap before the fit), and of the sampled path's stores of
+        every class (node rows, factors, leave-one-out paths), charged as they are
+        allocated and grown (:class:`kfdnumba._base.MemoryBudget`): a growth past
+        it stops the fit with a ValueError, leaving the estimator unfitted. (4 GB
+        like the other estimators; up to the eleventh session 1 GB, checked at the
+        cap for every class, which refused the defaults on 20 classes of 20 000
+        points.)
     threshold : {"auto", "midpoint", "bayes"}, default "auto"
         ``"auto"``: where the prior-weighted Gaussian class-conditionals (pooled
         variance, separate variances when these differ beyond doubt:
@@ -777,7 +800,7 @@ class ReformativeKFD(SparseKernelClassifier):
     stop: str = "loo"
     patience: int | str = "auto"
     scatter: str = "auto"
-    max_memory_gb: float = 1.0
+    max_memory_gb: float = 4.0
     threshold: str = "auto"
     n_candidates: int | str | None = "auto"
     fresh_candidates: int | str | None = "auto"
@@ -870,21 +893,21 @@ class ReformativeKFD(SparseKernelClassifier):
         return expansions
 
     def _selection_setup(self, n: int, n_problems: int):
-        """``(cap, mu, λ grid, tol)`` of a selection, after checking its memory (every problem's state at once)."""
+        """``(cap, mu, λ grid, tol)`` of a selection, after checking its memory.
+
+        The exhaustive path (one problem) is checked at the cap now: its ℓ × cap candidate state
+        ``w_x`` and ``N_full`` rows, and its leave-one-out path. The sampled path charges its stores
+        as they grow instead (:class:`kfdnumba._base.MemoryBudget`, made in :meth:`_fit_sampled`).
+        """
         cap = min(self.max_nodes, n)
         lambdas = path_lambdas(n, self.mu)
-        kappa = self._candidates(n)
-        # exhaustive: ℓ × cap candidate state w_x and N_full rows; sampled: K̄[S, :] per problem, κ kernel rows
-        if kappa is None:
-            state = 8.0 * n * (2 * cap + 8)
-        else:
-            state = 8.0 * n * (n_problems * (cap + 2 * min(kappa, n) + 4) + min(kappa, n))
-        loo = n_problems * path_bytes(n, cap, lambdas.shape[0]) if self._uses_loo() else 0.0
-        check_memory(
-            loo + state + n_problems * 16.0 * cap * cap,
-            self.max_memory_gb,
-            f"ReformativeKFD state for {n} points and max_nodes={self.max_nodes}",
-        )
+        if self._candidates(n) is None:
+            loo = path_bytes(n, cap, lambdas.shape[0]) if self._uses_loo() else 0.0
+            check_memory(
+                loo + 8.0 * n * (2 * cap + 8) + 16.0 * cap * cap,
+                self.max_memory_gb,
+                f"ReformativeKFD state for {n} points and max_nodes={self.max_nodes}",
+            )
         mu = AUTO_SELECTION_MU_RELATIVE * n if self.mu == "auto" else float(self.mu)
         return cap, mu, lambdas, 0.0 if self.stop == "loo" else self.tol
 
@@ -893,7 +916,14 @@ class ReformativeKFD(SparseKernelClassifier):
         n = X.shape[0]
         kappa = self._candidates(n)
         cap, mu, lambdas, tol = self._selection_setup(n, targets.shape[0])
-        paths = [LooPath(y, lambdas, cap, "l2", self.patience) if self._uses_loo() else None for y in targets]
+        budget = MemoryBudget(
+            self.max_memory_gb,
+            f"ReformativeKFD with {n} points, {targets.shape[0]} model(s) and max_nodes={self.max_nodes}",
+            ", or lower max_nodes",
+        )
+        paths = [
+            LooPath(y, lambdas, cap, "l2", self.patience, budget=budget) if self._uses_loo() else None for y in targets
+        ]
         self._log(f"within-class rows: {kappa} random candidates per node ({n} points)")
         log = self._log if self.verbose else None
         selections = _select_nodes_sampled(
@@ -911,6 +941,7 @@ class ReformativeKFD(SparseKernelClassifier):
             [plain_label(self.classes_, c) for c in range(targets.shape[0])] if targets.shape[0] > 1 else None,
             self._fresh_candidates(n),
             self._follows_path(n),
+            budget,
         )
         expansions = []
         for c, (y, selection, path) in enumerate(zip(targets, selections, paths)):

@@ -98,10 +98,11 @@ import numpy as np
 from ._base import (
     Interval,
     KernelExpansion,
+    MemoryBudget,
     Options,
     SparseKernelClassifier,
     auto_fresh_candidates,
-    check_memory,
+    charge,
     draw_candidates,
     register,
     thread_policy,
@@ -112,8 +113,8 @@ from ._loo import (
     INITIAL_FACTOR_SIZE,
     LooPath,
     grown_factors,
+    grown_size,
     loo_expansion,
-    path_bytes,
     path_lambdas,
     scoring_index,
 )
@@ -314,7 +315,8 @@ class MemoryColumns:
         self.n_pos = self.positive.sum(axis=1).astype(np.float64)
         self.n_fixed = 1 + self.n_models
         self.capacity = capacity
-        self.budget = budget  # (bytes allowed for the stored columns, what) or None
+        self.budget = budget  # kfdnumba._base.MemoryBudget charged the stores as they grow, or None
+        charge(budget, 8.0 * (self.n_fixed + min(capacity, INITIAL_STORED_COLUMNS)) * self.n, "its first column store")
         self.rows = np.empty((self.n_fixed + min(capacity, INITIAL_STORED_COLUMNS), self.n))
         self.rows[0] = 1.0
         self.rows[1 : self.n_fixed] = self.positive
@@ -330,12 +332,11 @@ class MemoryColumns:
     def _grow(self) -> None:
         """Double the column store (at most ``capacity``), within the memory budget."""
         size = min(self.capacity, 2 * self.stored.shape[0])
-        if self.budget is not None and 8.0 * size * self.n > self.budget[0]:
-            allowed, what = self.budget
-            raise ValueError(
-                f"{what}: storing {size} kernel columns would exceed max_memory_gb after {self.n_stored} bases. "
-                "Raise max_memory_gb, lower max_bases, or fit on a dask array (see the README)."
-            )
+        charge(
+            self.budget,
+            8.0 * (size - self.stored.shape[0]) * self.n,
+            f"storing {size} kernel columns after {self.n_stored} bases",
+        )
         rows = np.empty((self.n_fixed + size, self.n))
         rows[: self.n_fixed + self.n_stored] = self.rows[: self.n_fixed + self.n_stored]
         self.rows = rows
@@ -400,7 +401,7 @@ class MemoryColumns:
     def new_path(self, c: int, lambdas, capacity: int, penalty: str, patience) -> LooPath:
         """Class c's leave-one-out path (a binary model's reads the stored columns, which are its own in order)."""
         shared = self.stored if self.n_models == 1 else None
-        path = LooPath(self.targets[c], lambdas, capacity, penalty, patience, shared)
+        path = LooPath(self.targets[c], lambdas, capacity, penalty, patience, shared, self.budget)
         if shared is not None:
             self._shared_paths.append(path)
         return path
@@ -542,10 +543,14 @@ class SparseGreedyKFD(SparseKernelClassifier):
         unequal class sizes; "qp": the solution's b (the midpoint of the class
         means); "optimized": the 1-D error/margin threshold of section 6.2.
     max_memory_gb : float, default 4.0
-        Refuse fits whose stored kernel columns (ℓ × m per class at most) and
-        Cholesky factors would exceed this. The column store starts at 64
-        columns and doubles as bases are accepted; a doubling past the budget
-        stops the fit with a ValueError (leaving the estimator unfitted). On a
+        Memory budget of the fit's arrays: candidate blocks, stored kernel
+        columns, the classes' Cholesky factors and leave-one-out paths, charged
+        as they are allocated and grown (:class:`kfdnumba._base.MemoryBudget`).
+        The stores start small (64 columns, factors of 32 bases) and double as
+        bases are accepted; a growth past the budget stops the fit with a
+        ValueError (leaving the estimator unfitted). (Up to the eleventh session
+        the leave-one-out paths and factors were charged at ``max_bases`` for
+        every class before the fit.) On a
         dask array: what each worker's share of the stored kernel columns may
         take (at most a quarter of its memory limit); beyond it the workers
         recompute them every step (``kfdnumba._dask``).
@@ -677,15 +682,12 @@ class SparseGreedyKFD(SparseKernelClassifier):
         n, n_models = X.shape[0], targets.shape[0]
         max_bases = min(self.max_bases, n)
         capacity = min(n, n_models * max_bases)  # distinct accepted columns, at most
-        # the LOO paths, at most (a binary path reads the stored columns; one-vs-rest paths keep copies)
-        lambdas = path_lambdas(n, self.C)
-        loo_bytes = n_models * path_bytes(n, max_bases, lambdas.shape[0], n_models > 1) if self._uses_loo() else 0.0
-        # Checked now: what a path of INITIAL_STORED_COLUMNS takes; the column store grows as bases are
-        # accepted and is checked again at each doubling (a leave-one-out stop usually comes long before).
+        # Charged as allocated (kfdnumba._base.MemoryBudget): the candidate blocks now, the column store,
+        # the leave-one-out paths and the per-class factors as they are allocated and grown (a
+        # leave-one-out stop usually comes long before max_bases).
         what = f"SparseGreedyKFD with {n} training points, {n_models} model(s) and max_bases={max_bases}"
-        fixed = loo_bytes + 8.0 * (n_models * (max_bases + 1) ** 2 + 4 * n * self.n_candidates)
-        check_memory(fixed + 8.0 * min(capacity, INITIAL_STORED_COLUMNS) * n, self.max_memory_gb, what)
-        budget = (self.max_memory_gb * 2**30 - fixed, what)  # bytes the column store may take
+        budget = MemoryBudget(self.max_memory_gb, what, ", lower max_bases, or fit on a dask array (see the README)")
+        budget.charge(8.0 * 4 * n * self.n_candidates, "its candidate blocks")
         return self._greedy(MemoryColumns(X, targets, self.kernel_, capacity, budget), rng)
 
     def _fresh_candidates(self, n: int) -> int | None:
@@ -739,6 +741,8 @@ class SparseGreedyKFD(SparseKernelClassifier):
         # Per-class state. factors[c, :m+1, :m+1] is the Cholesky factor of H (eq. 4); the three arrays
         # are allocated for INITIAL_FACTOR_SIZE bases and doubled as bases come (grown_factors).
         size = min(max_bases, INITIAL_FACTOR_SIZE) + 1
+        budget = getattr(source, "budget", None)  # in memory: charged as the factors grow
+        charge(budget, 8.0 * n_models * (size * size + 2 * size), "the classes' factors")
         factors = np.zeros((n_models, size, size))
         factors[:, 0, 0] = np.sqrt(n)
         w_pos = np.zeros((n_models, size))  # L⁻¹A₊
@@ -772,6 +776,12 @@ class SparseGreedyKFD(SparseKernelClassifier):
                 _renumber_slots(source.keep_live(used), slots, n_bases, slot_of)
                 was_active = active.copy()
             if int(n_bases[active].max()) + 2 > factors.shape[1]:  # room for one more basis per active class
+                size, grown = factors.shape[1], grown_size(factors.shape[1], max_bases + 1)
+                charge(
+                    budget,
+                    8.0 * n_models * (grown * grown + 2 * grown - size * size - 2 * size),
+                    "the classes' factors",
+                )
                 factors, w_pos, pos_const = grown_factors(factors, [w_pos, pos_const], max_bases + 1)
             pool = np.flatnonzero(usable[0] if n_models == 1 else usable[active].any(axis=0))
             if pool.size == 0:

@@ -66,3 +66,38 @@ def arcs(n, seed, minority=0.5):
     t = r.uniform(0, np.pi, n)
     X = np.column_stack([np.cos(t) + 0.5 * (y < 0), np.sin(t) * y - 0.2 * (y < 0)])
     return X + 0.3 * r.standard_normal((n, 2)), y
+
+
+@pytest.fixture
+def charges(monkeypatch):
+    """Every ``MemoryBudget.charge`` of the test, as (bytes, item), in order (the charges still apply)."""
+    from kfdnumba._base import MemoryBudget
+
+    seen = []
+    original = MemoryBudget.charge
+
+    def recording(self, n_bytes, item):
+        seen.append((float(n_bytes), item))
+        return original(self, n_bytes, item)
+
+    monkeypatch.setattr(MemoryBudget, "charge", recording)
+    return seen
+
+
+def check_budget_charges_the_fit(fit, charges, worst_case_bytes, match):
+    """A greedy fit's memory budget is charged what it allocates, and never changes the model.
+
+    ``fit(max_memory_gb)`` returns a fitted estimator. Fitted with a large budget, the total charged is
+    below ``worst_case_bytes`` (what charging every class at the cap took); a budget of that total gives the
+    same model, and one just below it refuses the fit's last growth by a ValueError matching ``match``.
+    """
+    whole = fit(4.0)
+    total = sum(n for n, _ in charges)
+    last_bytes, last_item = charges[-1]
+    assert 0 < total < worst_case_bytes
+    again = fit(total / 2**30)
+    np.testing.assert_array_equal(again.support_, whole.support_)
+    np.testing.assert_array_equal(again.dual_coef_, whole.dual_coef_)
+    with pytest.raises(ValueError, match=match) as refused:
+        fit((total - last_bytes / 2) / 2**30)
+    assert last_item in str(refused.value)  # the growth refused is the last one the large budget allowed

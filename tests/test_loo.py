@@ -469,3 +469,40 @@ def test_fixed_patience_stops_that_many_steps_after_the_best(cls):
     X, y = arcs(300, seed=2)
     model = cls(sigma=0.4, random_state=0, patience=4).fit(X, y)
     assert np.asarray(model.loo_press_).shape[0] - 1 == model.loo_size_ + 4
+
+
+@pytest.mark.parametrize("own", [True, False])
+def test_loo_path_charges_its_budget_what_its_arrays_take(own):
+    """``budget.used`` is the bytes of the path's arrays after every append; the growth past it is refused first."""
+    from kfdnumba._base import MemoryBudget
+
+    r = np.random.default_rng(5)
+    n = 50
+    X = r.standard_normal((n, 2))
+    y = np.where(r.uniform(size=n) < 0.5, 1.0, -1.0)
+    Z = rbf(X, X, 1.0)
+    store = None if own else np.zeros((45, n))
+
+    def new_path(budget):
+        return LooPath(y, default_lambdas(n), 45, "l2", patience=10**6, columns=store, budget=budget)
+
+    budget = MemoryBudget(1.0, "a test path")
+    path = new_path(budget)
+    for j in range(40):
+        assert path.append(Z[:, j], j)
+        if store is not None:
+            store[path.m - 1] = Z[:, j]
+        arrays = [path.L, path.wy, path.f, path.h, path.indices] + ([path.columns] if own else [])
+        assert budget.used == sum(a.nbytes for a in arrays)
+    assert path.L.shape[1] > 33  # the factors grew (from 33 rows) and, own, the columns (from 16)
+    first = MemoryBudget(1.0, "a test path")
+    new_path(first)
+    # room for own columns 16 → 32 (16 rows), not for the factors' growth at 32 columns (33 → 66 rows)
+    tight = MemoryBudget((first.used + 8.0 * 16 * n) / 2**30, "a test path", ", or not")
+    path = new_path(tight)
+    with pytest.raises(ValueError, match=r"a test path: a leave-one-out path's factors would .*, or not\."):
+        for j in range(40):
+            path.append(Z[:, j], j)
+            if store is not None:
+                store[path.m - 1] = Z[:, j]
+    assert path.m == 32 and path.L.shape[1] == 33  # refused before it changed anything

@@ -613,3 +613,33 @@ def test_path_cross_from_the_within_scatter_equals_the_direct_products():
     S, x = [3, 17, 29, 8], 11
     got = rk._path_cross(N[S, x], means[S], means[x], int((~positive).sum()), int(positive.sum()))
     np.testing.assert_allclose(got, np.concatenate([[K[:, x].sum()], K[S] @ K[:, x]]), rtol=1e-12)
+
+
+def test_sampled_one_vs_rest_budget_is_charged_as_the_stores_grow(charges):
+    """Three classes on 300 points, sampled path: charged what the fit allocates, not every class at the cap."""
+    from conftest import check_budget_charges_the_fit, three_class_blobs
+
+    from kfdnumba._loo import path_bytes
+
+    X, y = three_class_blobs(300, seed=24)
+    worst = 3 * path_bytes(300, 300, 7) + 8.0 * 300 * (3 * (300 + 118 + 4) + 59) + 3 * 16.0 * 300**2
+    check_budget_charges_the_fit(
+        lambda gb: ReformativeKFD(sigma=1.0, random_state=0, n_candidates=59, max_memory_gb=gb).fit(X, y),
+        charges,
+        worst,
+        r"ReformativeKFD with 300 points, 3 model\(s\) and max_nodes=500: .* max_memory_gb=.*, or lower max_nodes",
+    )
+
+
+def test_default_budget_fits_twenty_classes_the_cap_charge_refused(monkeypatch):
+    """The defaults fit 20 classes of 400 points on the sampled path within the budget the cap's charge exceeded."""
+    from kfdnumba._loo import path_bytes
+
+    r = np.random.default_rng(25)
+    y = np.arange(400) % 20
+    X = 3.0 * r.standard_normal((20, 2))[y] + r.standard_normal((400, 2))
+    cap = 8.0 * 400 * (20 * (400 + 118 + 4) + 59) + 20 * (path_bytes(400, 400, 7) + 16.0 * 400**2)
+    budget_gb = 0.5 * cap / 2**30  # half of what the cap's charge took (about 0.37 GiB)
+    model = ReformativeKFD(sigma=1.0, random_state=0, n_candidates=59, max_memory_gb=budget_gb).fit(X, y)
+    assert model.score(X, y) > 0.5
+    assert ReformativeKFD().max_memory_gb == 4.0  # like the other estimators

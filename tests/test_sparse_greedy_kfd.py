@@ -369,11 +369,13 @@ def test_column_store_growth_past_the_budget_is_refused(monkeypatch):
 
     X, y = banana_like(2000, seed=22)
     monkeypatch.setattr(sparse_greedy_kfd, "INITIAL_STORED_COLUMNS", 2)
-    fixed = 8.0 * ((200 + 1) ** 2 + 4 * 2000 * 59)  # factors and candidate blocks (no leave-one-out path)
-    budget_gb = (fixed + 8.0 * 20 * 2000) / 2**30  # room for 20 stored columns: 2, 4, 8, 16, then 32 refused
+    # charged up front (no leave-one-out path): candidate blocks, the first store (the 1 and 1₊ rows and 2
+    # columns) and the factors of 32 bases; then the store's doublings 2 → 4 → 8 → 16 (14 columns)
+    first = 8.0 * (4 * 2000 * 59 + (2 + 2) * 2000 + (33 * 33 + 2 * 33))
+    budget_gb = (first + 8.0 * 2000 * (14 + 4)) / 2**30  # room for 4 more columns: 16 → 32 is refused
     params = dict(stop="paper", C=1e-2, threshold="qp", tol=0.0, max_bases=200, max_memory_gb=budget_gb)
     model = SparseGreedyKFD(sigma=0.7, random_state=0, **params)
-    with pytest.raises(ValueError, match="would exceed max_memory_gb after"):
+    with pytest.raises(ValueError, match="storing 32 kernel columns after 16 bases would bring .* max_memory_gb"):
         model.fit(X, y)
     assert not hasattr(model, "support_")
 
@@ -542,4 +544,20 @@ def test_auto_fresh_candidates_keeps_the_papers_draws_on_small_sets(monkeypatch)
     monkeypatch.setattr(_base, "AUTO_FRESH_CANDIDATES", 5)
     np.testing.assert_array_equal(
         SparseGreedyKFD(**kw).fit(X, y).bases_, SparseGreedyKFD(fresh_candidates=5, **kw).fit(X, y).bases_
+    )
+
+
+def test_one_vs_rest_budget_is_charged_as_the_stores_grow(charges):
+    """Three classes on 300 points: charged what the fit allocates (not every class at max_bases), same model."""
+    from conftest import check_budget_charges_the_fit, three_class_blobs
+
+    from kfdnumba._loo import path_bytes
+
+    X, y = three_class_blobs(300, seed=23)
+    worst = 3 * path_bytes(300, 300, 7) + 8.0 * (3 * 301**2 + 4 * 300 * 59)  # the cap's charge before
+    check_budget_charges_the_fit(
+        lambda gb: SparseGreedyKFD(sigma=1.0, random_state=0, max_memory_gb=gb).fit(X, y),
+        charges,
+        worst,
+        r"SparseGreedyKFD with 300 training points, 3 model\(s\) and max_bases=300: .* above max_memory_gb",
     )
