@@ -154,7 +154,9 @@ from ._loo import (
     _border_factors,
     _chunk_loo_update,
     _loo_direction,
+    initial_loo,
     new_factors,
+    next_cuts,
     path_done,
     record_press,
     room_for_column,
@@ -468,13 +470,17 @@ def _chunk_step(state: ChunkState, payload: StepPayload, points) -> ChunkState:
     return dataclasses.replace(state, directions=directions if updates else None, stats=(products, sq_norms, shares))
 
 
-def _chunk_loo_fits(state: ChunkState, wy) -> ChunkState:
-    """Finish a leave-one-out step: ``f += w wᵀy``, ``h += w²`` (wᵀy summed); stats: Σ r² and Σ r⁴ per class."""
+def _chunk_loo_fits(state: ChunkState, wy, cuts) -> ChunkState:
+    """Finish a leave-one-out step: ``f += w wᵀy``, ``h += w²`` (wᵀy summed); stats: the chunk's sums per class.
+
+    ``cuts``: each class's cut per λ, against which the leave-one-out errors are counted (the client's
+    :attr:`ChunkedLooPath.cuts`); the sums are :func:`kfdnumba._loo._chunk_loo_update`'s.
+    """
     fits = list(state.fits)
     press = {}
     for c, (w, alive) in state.directions.items():
         f, h = fits[c][0].copy(), fits[c][1].copy()
-        press[c] = _chunk_loo_update(w, alive, state.targets[c], wy[c], f, h)
+        press[c] = _chunk_loo_update(w, alive, state.targets[c], wy[c], f, h, cuts[c])
         fits[c] = (f, h)
     return dataclasses.replace(state, fits=tuple(fits), directions=None, stats=press)
 
@@ -591,15 +597,16 @@ class ChunkedLooPath:
         self.kernel_penalty = penalty == "kernel"
         y_sum = 2.0 * n_pos - n
         self.ybar = y_sum / n
+        self.n_pos = n_pos
         self.L, self.wy = new_factors(g, n, y_sum, capacity)  # grown as columns come (room_for_column)
         self.alive = np.ones(g, dtype=np.bool_)
         self.m = 0
-        # PRESS of the intercept alone: residuals 1 - ȳ on the positives, -1 - ȳ on the negatives
-        scale = (1.0 - 1.0 / n) ** 2
-        first = (n_pos * (1.0 - self.ybar) ** 2 + (n - n_pos) * (1.0 + self.ybar) ** 2) / n / scale
-        fourth = (n_pos * (1.0 - self.ybar) ** 4 + (n - n_pos) * (1.0 + self.ybar) ** 4) / n / scale**2
+        # the intercept alone: residuals 1 - ȳ on the positives, -1 - ȳ on the negatives, every row misplaced
+        first, fourth, cut = initial_loo(n, n_pos)
         self.press = [np.full(g, first)]
         self.fourth = np.full(g, fourth)
+        self.cuts = np.full(g, cut)
+        self.errors = [n]
         self.best = (0, int(np.argmin(self.press[0])))
         self.best_values = [float(self.press[0][self.best[1]])]
         self.snapshot = self.best[1]  # the chunks take the snapshot at their next task
@@ -626,9 +633,12 @@ class ChunkedLooPath:
         self.wy[:, self.m] = np.where(self.alive, wy, 0.0)
 
     def record(self, total: np.ndarray) -> None:
-        """Take the summed ``Σ r²`` and ``Σ r⁴`` (rows of ``total``) of the chunks for the column just appended."""
+        """Take the chunks' summed leave-one-out sums (``kfdnumba._loo.LOO_SUMS`` rows) of the column just appended."""
         press = np.where(self.alive, total[0] / self.n, np.inf)
-        a = record_press(self, press, np.where(self.alive, total[1] / self.n, np.inf))
+        a = record_press(
+            self, press, np.where(self.alive, total[1] / self.n, np.inf), np.where(self.alive, total[4], np.inf)
+        )
+        next_cuts(self, total)
         if a is not None:
             self.snapshot = a
 
@@ -915,7 +925,8 @@ class DaskColumns:
         n_head = len(wanted)
         if updates:
             wy = client.submit(_sum_shares, *stats, pure=False)
-            self.states = [client.submit(_chunk_loo_fits, s, wy, pure=False) for s in self.states]
+            cuts = {c: self.paths[c].cuts.copy() for c, *_ in updates}
+            self.states = [client.submit(_chunk_loo_fits, s, wy, cuts, pure=False) for s in self.states]
             wanted += [wy] + [client.submit(_stats_of, s, pure=False) for s in self.states]
         results = client.gather(wanted)
         self.round_trips += 1
@@ -1070,6 +1081,7 @@ class DaskColumns:
         info = dict(info)
         info.update(
             loo_press=np.asarray(path.press),
+            loo_errors=np.asarray(path.errors, dtype=np.int64),
             loo_lambdas=path.lambdas.copy(),
             loo_size=size,
             loo_lambda=float(path.lambdas[a]),

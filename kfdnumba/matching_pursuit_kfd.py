@@ -116,7 +116,16 @@ from ._base import (
 from ._jit import jit
 from ._kernels import row_class_means, row_class_scatter
 from ._linalg import cholesky_append
-from ._loo import INITIAL_STORE_ROWS, LooPath, grown_rows, grown_square, loo_expansion, path_bytes, path_lambdas
+from ._loo import (
+    INITIAL_STORE_ROWS,
+    LooPath,
+    grown_rows,
+    grown_square,
+    loo_expansion,
+    path_bytes,
+    path_lambdas,
+    stop_reason,
+)
 from ._threads import blas_section
 
 __all__ = ["MatchingPursuitKFD", "CRITERIA", "DEFLATIONS"]
@@ -760,6 +769,8 @@ def select_bases(
             progress.update(len(bases))
         if log is not None and (len(bases) % 10 == 0 or len(bases) == k):
             log(f"round {n_rounds}: {len(bases)} bases")
+    if log is not None and path is not None and path.done:
+        log(f"stop: {stop_reason(path)}")
     m = len(bases)
     C = source.C[:m] if not source.distributed else None
     return _Selection(np.asarray(bases, dtype=np.intp), L[:m, :m].copy(), C, n_rejected, n_rounds, vectors)

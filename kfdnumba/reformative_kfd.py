@@ -133,6 +133,7 @@ from ._loo import (
     path_bytes,
     path_lambdas,
     scoring_index,
+    stop_reason,
 )
 
 __all__ = ["ReformativeKFD"]
@@ -408,7 +409,7 @@ def _select_nodes(
             break
         if path is not None and path.done:
             if log is not None:
-                log(f"stop: no better leave-one-out error for {path.since_best} nodes")
+                log(f"stop: {stop_reason(path)}")
             break
         if m == n_rows.shape[0]:
             n_rows, W = grown_rows(n_rows, m, cap), grown_rows(W, m, cap, axis=1)
@@ -571,7 +572,7 @@ class _SampledNodes:
         if m + 1 == self.cap:
             self.active = False
         elif self.path is not None and self.path.done:
-            self._stop(f"no better leave-one-out error for {self.path.since_best} nodes")
+            self._stop(stop_reason(self.path))
 
     def _follow_path(self, m: int) -> None:
         """Score with the path's one-standard-error λ (:func:`_followed_mu`): the factor, q, J afresh.

@@ -117,6 +117,7 @@ from ._loo import (
     loo_expansion,
     path_lambdas,
     scoring_index,
+    stop_reason,
 )
 
 __all__ = ["SparseGreedyKFD"]
@@ -914,6 +915,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
                 elif self.stop == "loo":
                     if paths[c].done:
                         active[c] = False
+                        self._log(f"{'' if n_models == 1 else f'model {c}: '}stop: {stop_reason(paths[c])}")
                 elif self.tol > 0:
                     if violation is not None and infeasibility[c]:
                         rel = [v / scale[c] for v in infeasibility[c]]

@@ -258,13 +258,14 @@ def test_mp_dask_fit_with_the_defaults_equals_the_in_memory_fit(client, selectio
     lazy = MatchingPursuitKFD(random_state=0).fit(da.from_array(X, chunks=(chunks, 2)), y)
     # σ = "auto" is wide here and μ small (ℓ·1e-8 … 1e-5): the ridge coefficients (up to 5e3) are
     # ill-conditioned, and the round-off of the chunked sums grows to 1e-3 of them and 2e-6 to 2e-5 of the
-    # decision values (2e-5 with the 500 landmarks of n_bases="auto", 2e-6 with 800; the explicit tests above,
-    # well conditioned, agree to 1e-10); the bases, sizes and μ are the same
+    # decision values (2e-5 with the 500 landmarks of n_bases="auto", 2e-6 with 800; 6.1e-5 since the eleventh
+    # session, whose error-count stop ends the paths elsewhere; the explicit tests above, well conditioned, agree
+    # to 1e-10); the bases, sizes and μ are the same
     _assert_same_selections(selections, atol=1e-2)
     np.testing.assert_array_equal(lazy.support_, eager.support_)
     assert lazy.criterion_ == eager.criterion_ and lazy.loo_lambda_ == eager.loo_lambda_
     decision = eager.decision_function(X)
-    np.testing.assert_allclose(lazy.decision_function(X), decision, rtol=0, atol=5e-5 * np.abs(decision).max())
+    np.testing.assert_allclose(lazy.decision_function(X), decision, rtol=0, atol=1e-4 * np.abs(decision).max())
     np.testing.assert_array_equal(lazy.predict(X), eager.predict(X))
 
 
@@ -408,13 +409,14 @@ def test_chunk_loo_kernels_equal_numpy_twins(rng):
     c_new = rng.standard_normal(g)
     f0, h0 = rng.standard_normal((g, n)), rng.uniform(0, 0.5, (g, n))
     f, h = f0.copy(), h0.copy()
-    press = _chunk_loo_update(np.ascontiguousarray(w[:, offset:]), alive, y, c_new, f, h)
+    cuts = rng.uniform(-0.5, 0.5, g)
+    press = _chunk_loo_update(np.ascontiguousarray(w[:, offset:]), alive, y, c_new, f, h, cuts)
     np.testing.assert_array_equal(w[:, :offset], 0.0)  # rows before the offset untouched
     for a in range(g):
         if not alive[a]:
             np.testing.assert_array_equal(f[a], f0[a])
             np.testing.assert_array_equal(w[a], 0.0)
-            assert press[0, a] == 0.0 and press[1, a] == 0.0 and wy[a] == 0.0
+            assert not press[:, a].any() and wy[a] == 0.0
             continue
         w_ref = (z - V[a, 0] - V[a, 1:] @ Z) / np.sqrt(gammas[a])
         np.testing.assert_allclose(w[a, offset:], w_ref, rtol=1e-12, atol=1e-14)
@@ -423,7 +425,11 @@ def test_chunk_loo_kernels_equal_numpy_twins(rng):
         np.testing.assert_allclose(f[a], f_ref, rtol=1e-12)
         np.testing.assert_allclose(h[a], h_ref, rtol=1e-12)
         r = (y - f_ref) / np.maximum(1 - h_ref, _HAT_MARGIN)
-        np.testing.assert_allclose(press[:, a], [np.sum(r**2), np.sum(r**4)], rtol=1e-12)
+        loo = y - r
+        wrong = np.sum(np.where(y > 0, loo <= cuts[a], loo > cuts[a]))
+        assert 0 < wrong < n  # the cut splits the outputs: the count is not trivially right
+        sums = [np.sum(r**2), np.sum(r**4), loo[y > 0].sum(), loo[y < 0].sum(), wrong]
+        np.testing.assert_allclose(press[:, a], sums, rtol=1e-12)
 
 
 def test_merged_class_moments_equal_the_whole_array(rng):

@@ -44,10 +44,18 @@ def test_closed_form_loo_equals_brute_force_refits(penalty, initial, monkeypatch
     lambdas = np.array([1e-3, 1e-1, 3.0])
     path = LooPath(y, lambdas, capacity=len(order), penalty=penalty, patience=100)
     assert path.L.shape[1] == min(initial, len(order)) + 1
+
+    def midpoint(loo):  # the cut the next step's leave-one-out errors are counted against
+        return 0.5 * (loo[y > 0].mean() + loo[y < 0].mean())
+
+    cuts = np.full(3, midpoint((y.sum() - y) / (y.shape[0] - 1)))  # the intercept alone: the others' mean label
+    np.testing.assert_allclose(path.cuts, cuts, rtol=1e-12)
+    assert path.errors == [y.shape[0]]
     for step, j in enumerate(order, start=1):
         assert path.append(K[:, j], j)
         idx = order[:step]
         P = K[np.ix_(idx, idx)] if penalty == "kernel" else np.eye(step)
+        wrong = []
         for a, lam in enumerate(lambdas):
             loo = brute_force_loo(K[:, idx], y, lam, P)
             press = np.mean((y - loo) ** 2)
@@ -55,6 +63,10 @@ def test_closed_form_loo_equals_brute_force_refits(penalty, initial, monkeypatch
             np.testing.assert_allclose(path.fourth[a], np.mean((y - loo) ** 4), rtol=1e-8)  # the last step's
             b, alpha = ridge_fit(K[:, idx], y, lam, P)
             np.testing.assert_allclose(path.f[a], b + K[:, idx] @ alpha, rtol=1e-9, atol=1e-10)
+            wrong.append(int(np.sum(np.where(y > 0, loo <= cuts[a], loo > cuts[a]))))
+            cuts[a] = midpoint(loo)
+        assert path.errors[step] == wrong[int(np.argmin(path.press[step]))]
+        np.testing.assert_allclose(path.cuts, cuts, rtol=1e-8, atol=1e-10)
     assert path.L.shape[1] == len(order) + 1  # grown to the capacity, not beyond
     choice = path.choice()
     size, lam = choice.size, choice.lam
@@ -192,9 +204,18 @@ def test_default_model_is_the_ridge_fit_of_its_prefix_with_brute_force_loo(cls, 
     # the chosen size is the best prefix of the path (within the improvement threshold)
     press = model.loo_press_
     assert press[model.loo_size_].min() <= press.min() * (1 + 1e-3)
-    # stopped `patience` ("auto": 10, at most max(10, ⌈steps / 4⌉)) steps after the best
+    # stopped `patience` ("auto": 10, at most max(10, ⌈steps / 4⌉)) steps after the best, or once the leave-one-out
+    # error count reached no new low for AUTO_ERROR_WINDOWS trend windows (and not a step earlier)
     steps = press.shape[0] - 1
-    assert steps - model.loo_size_ in (10, _loo.trend_window(steps)) or steps == X.shape[0]
+    errors = list(model.loo_errors_)
+    assert len(errors) == steps + 1 and errors[0] == X.shape[0]
+
+    def plateau(k):  # error_plateau after k steps
+        window = _loo.AUTO_ERROR_WINDOWS * _loo.trend_window(k)
+        return k + 1 > window and min(errors[k + 1 - window : k + 1]) >= min(errors[: k + 1 - window])
+
+    assert not any(plateau(k) for k in range(steps))
+    assert steps - model.loo_size_ in (10, _loo.trend_window(steps)) or plateau(steps) or steps == X.shape[0]
 
 
 @pytest.mark.parametrize(
@@ -506,3 +527,42 @@ def test_loo_path_charges_its_budget_what_its_arrays_take(own):
             if store is not None:
                 store[path.m - 1] = Z[:, j]
     assert path.m == 32 and path.L.shape[1] == 33  # refused before it changed anything
+
+
+def test_error_plateau_stops_an_auto_path_and_not_a_fixed_one():
+    """``patience="auto"`` stops once the error count has reached no new low over two trend windows."""
+
+    class Path:
+        patience, since_best, best_values, n_rows = "auto", 0, [1.0], 1000
+
+    path = Path()
+    path.m = 30
+    path.errors = [1000] + [50 - k for k in range(10)] + [40] * 20  # the last low at step 10: 20 steps since
+    assert _loo.trend_window(30) == 10 and not _loo.error_plateau(path)  # 20 steps: the window, not past it
+    path.errors.append(40)
+    path.m = 31
+    assert _loo.error_plateau(path) and _loo.path_done(path)
+    path.errors[-1] = 39  # a new low
+    assert not _loo.error_plateau(path) and not _loo.path_done(path)
+    path.errors[-1] = 40
+    path.patience = 50  # a fixed patience is the PRESS rule alone
+    assert not _loo.path_done(path)
+
+
+@pytest.mark.parametrize("cls", [SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD])
+def test_error_count_stop_keeps_separable_one_vs_rest_models_small(cls, monkeypatch):
+    """Four well separated classes: the PRESS keeps falling, the error count not; the paths stop on the latter."""
+    r = np.random.default_rng(26)
+    y = np.arange(600) % 4
+    X = 1.2 * r.standard_normal((4, 10))[y] + r.standard_normal((600, 10))
+    model = cls(sigma=4.0, random_state=0).fit(X, y)
+    for errors, press in zip(model.loo_errors_, model.loo_press_):
+        steps = press.shape[0] - 1
+        assert len(errors) == steps + 1 and steps < 100
+        assert press.min(axis=1)[-1] < press.min(axis=1)[steps // 2]  # still falling where it stopped
+    monkeypatch.setattr(_loo, "AUTO_ERROR_WINDOWS", 10**6)  # the PRESS rule alone
+    alone = cls(sigma=4.0, random_state=0).fit(X, y)
+    steps, steps_alone = ([len(e) - 1 for e in m.loo_errors_] for m in (model, alone))
+    assert max(steps) < min(steps_alone) and 2 * sum(steps) < sum(steps_alone)  # measured 99-120 against 281-483
+    assert model.n_retained_ < alone.n_retained_
+    assert model.score(X, y) >= 0.99 and alone.score(X, y) >= 0.99
