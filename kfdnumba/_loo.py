@@ -405,7 +405,7 @@ def path_done(path) -> bool:
     """
     if path.patience != "auto":
         return path.since_best >= int(path.patience)
-    if error_plateau(path):
+    if path.stop_on_errors and error_plateau(path):
         return True
     if path.since_best < AUTO_PATIENCE_MIN:
         return False
@@ -431,7 +431,7 @@ def error_plateau(path) -> bool:
 
 def stop_reason(path) -> str:
     """Why :func:`path_done` ended a path, for the log: the error count's plateau or the PRESS's."""
-    if path.patience == "auto" and error_plateau(path):
+    if path.patience == "auto" and path.stop_on_errors and error_plateau(path):
         window = AUTO_ERROR_WINDOWS * trend_window(path.m)
         return f"leave-one-out error count at its low of {min(path.errors)} for {window} steps"
     return f"no better leave-one-out error for {path.since_best} steps"
@@ -578,6 +578,7 @@ class LooPath:
         self.n_pos = float(np.sum(self.y > 0))
         self.cuts = np.full(g, initial_loo(n, self.n_pos)[2])  # each λ's cut for its next step's error count
         self.errors = [n]  # the leave-one-out error count after each step (the intercept alone: every row)
+        self.stop_on_errors = True  # error_plateau ends the path (a binary problem; one-vs-rest models set False)
         self.best = (0, int(np.argmin(self.press[0])))
         self.best_values = [float(self.press[0][self.best[1]])]
         self._best_state = self._state(self.best[1])
