@@ -607,7 +607,6 @@ class ChunkedLooPath:
         self.fourth = np.full(g, fourth)
         self.cuts = np.full(g, cut)
         self.errors = [n]
-        self.stop_on_errors = True  # as kfdnumba._loo.LooPath's
         self.best = (0, int(np.argmin(self.press[0])))
         self.best_values = [float(self.press[0][self.best[1]])]
         self.snapshot = self.best[1]  # the chunks take the snapshot at their next task

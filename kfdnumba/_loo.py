@@ -92,16 +92,15 @@ AUTO_PATIENCE_RATE = 5e-4
 #: step is within it (5-fold CV on the UCI sets, 166-500 training rows, with the unscaled rate: 10-45 % more
 #: points on sonar, wdbc and balance for the same test error within one or two test points).
 AUTO_PATIENCE_ROWS = 5000
-#: ``patience="auto"`` also ends a binary problem's path once its leave-one-out error count (:func:`error_plateau`:
-#: the rows whose leave-one-out output falls on the wrong side of the midpoint of the two classes' mean outputs of
-#: the step before, at the step's best λ) has reached no new low for this many :func:`trend_window` s. The PRESS of
-#: a least-squares fit of ±1 labels keeps falling as the fit sharpens, also where the classes are already apart
-#: and no point changes side: two well separated classes of 600 points (10 features) kept 156-330 points without
-#: it, 21-22 with it, for the same test error; on four overlapping Gaussian pairs (1 000-5 000 points) test error
-#: within ±0.2 point either way (+0.03 on average) with 2-4× fewer points; one window lost 0.35 point on banana.
-#: Not for one-vs-rest models (``path.stop_on_errors`` False), whose outputs are compared across the classes and
-#: gain from a sharper fit where no class's own count moves: 20 classes of 20 000 points, 0.82 → 1.16 % test
-#: error with it (benchmarks/RESULTS.md).
+#: ``patience="auto"`` also ends a path once its leave-one-out error count (:func:`error_plateau`: the rows whose
+#: leave-one-out output falls on the wrong side of the midpoint of the two classes' mean outputs of the step
+#: before, at the step's best λ) has reached no new low for this many :func:`trend_window` s. The PRESS of a
+#: least-squares fit of ±1 labels keeps falling as the fit sharpens, also where the classes are already apart and
+#: no point changes side: two well separated classes of 600 points (10 features) kept 156-330 points without it,
+#: 21-22 with it, for the same test error; 20 Gaussian classes of 20 000 points (one-vs-rest) 2 818-3 536 points
+#: without it, 1 217-2 737 with it, test error 1.10-1.18 and 1.02-1.16 %, the fits 2-10× faster; on overlapping
+#: Gaussian pairs within ±0.2 point either way with 1-4.6× fewer points. One window lost 0.35 point on banana
+#: (benchmarks/RESULTS.md).
 AUTO_ERROR_WINDOWS = 2
 #: Rows of the leave-one-out sums of a step per λ (:func:`_chunk_loo_update`): Σ r², Σ r⁴, the outputs summed
 #: over the positive and over the negative rows, the error count.
@@ -408,7 +407,7 @@ def path_done(path) -> bool:
     """
     if path.patience != "auto":
         return path.since_best >= int(path.patience)
-    if path.stop_on_errors and error_plateau(path):
+    if error_plateau(path):
         return True
     if path.since_best < AUTO_PATIENCE_MIN:
         return False
@@ -434,7 +433,7 @@ def error_plateau(path) -> bool:
 
 def stop_reason(path) -> str:
     """Why :func:`path_done` ended a path, for the log: the error count's plateau or the PRESS's."""
-    if path.patience == "auto" and path.stop_on_errors and error_plateau(path):
+    if path.patience == "auto" and error_plateau(path):
         window = AUTO_ERROR_WINDOWS * trend_window(path.m)
         return f"leave-one-out error count at its low of {min(path.errors)} for {window} steps"
     return f"no better leave-one-out error for {path.since_best} steps"
@@ -581,7 +580,6 @@ class LooPath:
         self.n_pos = float(np.sum(self.y > 0))
         self.cuts = np.full(g, initial_loo(n, self.n_pos)[2])  # each λ's cut for its next step's error count
         self.errors = [n]  # the leave-one-out error count after each step (the intercept alone: every row)
-        self.stop_on_errors = True  # error_plateau ends the path (a binary problem; one-vs-rest models set False)
         self.best = (0, int(np.argmin(self.press[0])))
         self.best_values = [float(self.press[0][self.best[1]])]
         self._best_state = self._state(self.best[1])

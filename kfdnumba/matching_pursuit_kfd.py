@@ -999,18 +999,16 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         for c, y in enumerate(targets):
             self._log_class(c, targets.shape[0])
             last = c == targets.shape[0] - 1
-            expansions.append(
-                self._fit_binary(X, y, rng, None if K is None else (K if last else K.copy()), one_vs_rest=True)
-            )
+            expansions.append(self._fit_binary(X, y, rng, None if K is None else (K if last else K.copy())))
         return expansions
 
-    def _fit_binary(self, X, y, rng, K=None, one_vs_rest=False):
+    def _fit_binary(self, X, y, rng, K=None):
         if self.criterion != "auto":
-            return self._fit_criterion(X, y, rng, self.criterion, K, one_vs_rest)
+            return self._fit_criterion(X, y, rng, self.criterion, K)
         fits, failure = [], None
         for criterion in AUTO_CRITERIA:
             try:
-                fits.append(self._fit_criterion(X, y, rng, criterion, K, one_vs_rest))
+                fits.append(self._fit_criterion(X, y, rng, criterion, K))
             except ValueError as exc:  # e.g. no separation with this selection: the other one may have it
                 failure = exc
         if not fits:
@@ -1026,13 +1024,13 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         )
         return fits[pick]
 
-    def _fit_criterion(self, X, y, rng, criterion, K=None, one_vs_rest=False):
+    def _fit_criterion(self, X, y, rng, criterion, K=None):
         """Return the model of one selection criterion (``criterion="auto"``: always with its leave-one-out path).
 
         On dask, X is the ``kfdnumba._dask.DaskTrainingSet`` and y the index of the positive class.
         """
         if getattr(X, "distributed", False):
-            return self._fit_criterion_dask(X, y, rng, criterion, one_vs_rest)
+            return self._fit_criterion_dask(X, y, rng, criterion)
         n = X.shape[0]
         engine = self._make_engine(X, y, rng, criterion, K)
         path = None
@@ -1045,7 +1043,6 @@ class MatchingPursuitKFD(SparseKernelClassifier):
                 f"MatchingPursuitKFD's leave-one-out path ({n} points, up to {cap} bases)",
             )
             path = LooPath(y, lambdas, cap, "kernel", self.patience)
-            path.stop_on_errors = not one_vs_rest  # one-vs-rest: the classes' outputs are compared
         sel = select_bases(
             engine,
             self.kernel_,
@@ -1149,7 +1146,7 @@ class MatchingPursuitKFD(SparseKernelClassifier):
                 expansions = []
                 for c in range(data.classes.shape[0]):
                     self._log_class(c, data.classes.shape[0])
-                    expansions.append(self._fit_binary(data, c, rng, one_vs_rest=True))
+                    expansions.append(self._fit_binary(data, c, rng))
             points = dict(data.points)
             if self._refit_spec() is not None:  # shared_support, random_check: as in memory
                 from ._dask_subset import finish_on_chunks
@@ -1159,7 +1156,7 @@ class MatchingPursuitKFD(SparseKernelClassifier):
             self._store_expansions(SupportRows(points), [None] * len(expansions), expansions)
         return self
 
-    def _fit_criterion_dask(self, data, c: int, rng, criterion: str, one_vs_rest=False) -> KernelExpansion:
+    def _fit_criterion_dask(self, data, c: int, rng, criterion: str) -> KernelExpansion:
         """One selection of class c against the rest on dask, always with its leave-one-out path."""
         n = data.n
         cap = self._basis_cap(n)
@@ -1176,7 +1173,6 @@ class MatchingPursuitKFD(SparseKernelClassifier):
                 delta = sums[c] / n_pos - (sums.sum(axis=0) - sums[c]) / (n - n_pos)  # Φᵀd = μ₊ - μ₋
                 engine = _ClientDeflatedKernel(G, delta, scale, self.kernel_, landmarks, T)
             path = columns.new_path(0, path_lambdas(n, self.mu), cap, "kernel", self.patience)
-            path.stop_on_errors = not one_vs_rest
             source = _DaskBases(columns, path, self.kernel_, loo_refuses=auto_size, reads_points=engine is not None)
             sel = select_bases(
                 engine,

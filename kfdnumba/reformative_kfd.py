@@ -890,7 +890,7 @@ class ReformativeKFD(SparseKernelClassifier):
         expansions = []
         for c, y in enumerate(targets):
             self._log_class(c, targets.shape[0])
-            expansions.append(self._fit_binary(X, y, rng, K, one_vs_rest=True))
+            expansions.append(self._fit_binary(X, y, rng, K))
         return expansions
 
     def _selection_setup(self, n: int, n_problems: int):
@@ -925,9 +925,6 @@ class ReformativeKFD(SparseKernelClassifier):
         paths = [
             LooPath(y, lambdas, cap, "l2", self.patience, budget=budget) if self._uses_loo() else None for y in targets
         ]
-        for path in paths:  # one-vs-rest: the classes' outputs are compared, the PRESS rule alone
-            if path is not None:
-                path.stop_on_errors = targets.shape[0] == 1
         self._log(f"within-class rows: {kappa} random candidates per node ({n} points)")
         log = self._log if self.verbose else None
         selections = _select_nodes_sampled(
@@ -954,15 +951,13 @@ class ReformativeKFD(SparseKernelClassifier):
             expansions.append(self._expansion(X, y > 0, *selection, path, None))
         return expansions
 
-    def _fit_binary(self, X, y, rng, K=None, one_vs_rest=False):
+    def _fit_binary(self, X, y, rng, K=None):
         n = X.shape[0]
         if self._candidates(n) is not None:
             return self._fit_sampled(X, y[None, :], rng)[0]
         cap, mu, lambdas, tol = self._selection_setup(n, 1)
         positive = y > 0
         path = LooPath(y, lambdas, cap, "l2", self.patience) if self._uses_loo() else None
-        if path is not None:
-            path.stop_on_errors = not one_vs_rest  # one-vs-rest: the classes' outputs are compared
         log = self._log if self.verbose else None
         progress = self._progress(cap, "nodes")
         dense = self._use_dense(n)

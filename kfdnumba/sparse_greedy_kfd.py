@@ -733,8 +733,6 @@ class SparseGreedyKFD(SparseKernelClassifier):
         paths = None
         if self._uses_loo():
             paths = [source.new_path(c, lambdas, max_bases, loo_penalty, self.patience) for c in range(n_models)]
-            for path in paths:  # one-vs-rest: the classes' outputs are compared, the PRESS rule alone
-                path.stop_on_errors = n_models == 1
         follow = self._follows_path()
         scored_with = np.full(n_models, -1)  # the λ index of each class's path its scoring factor holds
         selection_C = [[] for _ in range(n_models)]

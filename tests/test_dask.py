@@ -199,8 +199,8 @@ def selections(monkeypatch):
     seen = []
     original = matching_pursuit_kfd.MatchingPursuitKFD._fit_criterion
 
-    def recording(self, X, y, rng, criterion, K=None, one_vs_rest=False):
-        expansion = original(self, X, y, rng, criterion, K, one_vs_rest)
+    def recording(self, X, y, rng, criterion, K=None):
+        expansion = original(self, X, y, rng, criterion, K)
         seen.append((criterion, expansion))
         return expansion
 

@@ -533,7 +533,7 @@ def test_error_plateau_stops_an_auto_path_and_not_a_fixed_one():
     """``patience="auto"`` stops once the error count has reached no new low over two trend windows."""
 
     class Path:
-        patience, since_best, best_values, n_rows, stop_on_errors = "auto", 0, [1.0], 1000, True
+        patience, since_best, best_values, n_rows = "auto", 0, [1.0], 1000
 
     path = Path()
     path.m = 30
@@ -545,11 +545,27 @@ def test_error_plateau_stops_an_auto_path_and_not_a_fixed_one():
     path.errors[-1] = 39  # a new low
     assert not _loo.error_plateau(path) and not _loo.path_done(path)
     path.errors[-1] = 40
-    path.stop_on_errors = False  # one-vs-rest: the PRESS rule alone
-    assert not _loo.path_done(path)
-    path.stop_on_errors = True
     path.patience = 50  # a fixed patience is the PRESS rule alone
     assert not _loo.path_done(path)
+
+
+@pytest.mark.parametrize("cls", [SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD])
+def test_error_count_stop_keeps_separable_one_vs_rest_models_small(cls, monkeypatch):
+    """Four well separated classes: the PRESS keeps falling, the error count not; the paths stop on the latter."""
+    r = np.random.default_rng(26)
+    y = np.arange(600) % 4
+    X = 1.2 * r.standard_normal((4, 10))[y] + r.standard_normal((600, 10))
+    model = cls(sigma=4.0, random_state=0).fit(X, y)
+    for errors, press in zip(model.loo_errors_, model.loo_press_):
+        steps = press.shape[0] - 1
+        assert len(errors) == steps + 1 and steps < 100
+        assert press.min(axis=1)[-1] < press.min(axis=1)[steps // 2]  # still falling where it stopped
+    monkeypatch.setattr(_loo, "AUTO_ERROR_WINDOWS", 10**6)  # the PRESS rule alone
+    alone = cls(sigma=4.0, random_state=0).fit(X, y)
+    steps, steps_alone = ([len(e) - 1 for e in m.loo_errors_] for m in (model, alone))
+    assert max(steps) < min(steps_alone) and 2 * sum(steps) < sum(steps_alone)  # measured 99-120 against 281-483
+    assert model.n_retained_ < alone.n_retained_
+    assert model.score(X, y) >= 0.99 and alone.score(X, y) >= 0.99
 
 
 @pytest.mark.parametrize("cls", [SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD])
@@ -559,33 +575,13 @@ def test_error_count_stop_keeps_a_separable_binary_model_small(cls, monkeypatch)
     y = np.arange(600) % 2
     X = 1.2 * r.standard_normal((2, 10))[y] + r.standard_normal((600, 10))
     model = cls(sigma=4.0, random_state=0).fit(X, y)
-    press, errors = model.loo_press_, model.loo_errors_
+    press, errors = model.loo_press_, list(model.loo_errors_)
     steps = press.shape[0] - 1
     assert len(errors) == steps + 1 and steps <= 30  # measured 21-22
     assert press.min(axis=1)[-1] < press.min(axis=1)[steps // 2]  # the PRESS still falling where it stopped
-    assert _loo.error_plateau(_errors_only(errors, steps))
+    window = _loo.AUTO_ERROR_WINDOWS * _loo.trend_window(steps)
+    assert min(errors[-window:]) >= min(errors[:-window])  # the count's plateau ended it
     monkeypatch.setattr(_loo, "AUTO_ERROR_WINDOWS", 10**6)  # the PRESS rule alone
     alone = cls(sigma=4.0, random_state=0).fit(X, y)
     assert len(alone.loo_errors_) - 1 >= 150  # measured 178-340
     assert model.score(X, y) >= 0.99 and alone.score(X, y) >= 0.99
-
-
-def _errors_only(errors, m):
-    class Path:
-        pass
-
-    path = Path()
-    path.errors, path.m = list(errors), m
-    return path
-
-
-@pytest.mark.parametrize("cls", [SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD])
-def test_one_vs_rest_paths_stop_by_the_press_alone(cls, monkeypatch):
-    """One-vs-rest outputs are compared across classes: the error count does not end their paths."""
-    r = np.random.default_rng(26)
-    y = np.arange(600) % 4
-    X = 1.2 * r.standard_normal((4, 10))[y] + r.standard_normal((600, 10))
-    model = cls(sigma=4.0, random_state=0).fit(X, y)
-    assert max(len(e) - 1 for e in model.loo_errors_) > 60  # the plateau of every class comes by step 40
-    monkeypatch.setattr(_loo, "AUTO_ERROR_WINDOWS", 1)  # would stop every class early, were the count used
-    np.testing.assert_array_equal(cls(sigma=4.0, random_state=0).fit(X, y).dual_coef_, model.dual_coef_)
