@@ -204,12 +204,11 @@ def _update_row(w, c, y, f, h, cut):
         total += r2
         fourth += r2 * r2
         loo = y[i] - r
-        if y[i] > 0:
-            positive += loo
-            wrong += loo <= cut
-        else:
-            negative += loo
-            wrong += loo > cut
+        p = 1.0 if y[i] > 0 else 0.0  # selects, not branches: the loop stays vectorised
+        above = 1.0 if loo > cut else 0.0
+        positive += p * loo
+        negative += loo - p * loo
+        wrong += p + above - 2.0 * p * above  # a positive row at or below the cut, a negative one above it
     return total, fourth, positive, negative, wrong
 
 
