@@ -1309,10 +1309,6 @@ class MemoryBudget:
             )
         self.used = total
 
-    def grow(self, old: np.ndarray, new_shape, item: str) -> None:
-        """Charge the growth of ``old`` (float64) to ``new_shape``, before it is allocated."""
-        self.charge(8.0 * float(np.prod(new_shape)) - float(old.nbytes), item)
-
 
 def charge(budget: MemoryBudget | None, n_bytes: float, item: str) -> None:
     """:meth:`MemoryBudget.charge` when there is a budget (in-memory fits; dask and unbudgeted paths pass None)."""
