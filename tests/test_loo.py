@@ -549,12 +549,17 @@ def test_error_plateau_stops_an_auto_path_and_not_a_fixed_one():
     assert not _loo.path_done(path)
 
 
+def _separated_classes(k: int, n: int = 600):
+    """k Gaussian classes in 10 dimensions, centres about 7.5 noise widths apart (labels 0 … k-1, equal shares)."""
+    r = np.random.default_rng(26)
+    y = np.arange(n) % k
+    return 1.2 * r.standard_normal((k, 10))[y] + r.standard_normal((n, 10)), y
+
+
 @pytest.mark.parametrize("cls", [SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD])
 def test_error_count_stop_keeps_separable_one_vs_rest_models_small(cls, monkeypatch):
     """Four well separated classes: the PRESS keeps falling, the error count not; the paths stop on the latter."""
-    r = np.random.default_rng(26)
-    y = np.arange(600) % 4
-    X = 1.2 * r.standard_normal((4, 10))[y] + r.standard_normal((600, 10))
+    X, y = _separated_classes(4)
     model = cls(sigma=4.0, random_state=0).fit(X, y)
     for errors, press in zip(model.loo_errors_, model.loo_press_):
         steps = press.shape[0] - 1
@@ -571,9 +576,7 @@ def test_error_count_stop_keeps_separable_one_vs_rest_models_small(cls, monkeypa
 @pytest.mark.parametrize("cls", [SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD])
 def test_error_count_stop_keeps_a_separable_binary_model_small(cls, monkeypatch):
     """Two well separated classes: the PRESS keeps falling, the error count not; the path stops on the latter."""
-    r = np.random.default_rng(26)
-    y = np.arange(600) % 2
-    X = 1.2 * r.standard_normal((2, 10))[y] + r.standard_normal((600, 10))
+    X, y = _separated_classes(2)
     model = cls(sigma=4.0, random_state=0).fit(X, y)
     press, errors = model.loo_press_, list(model.loo_errors_)
     steps = press.shape[0] - 1
