@@ -893,7 +893,7 @@ class ReformativeKFD(SparseKernelClassifier):
             expansions.append(self._fit_binary(X, y, rng, K))
         return expansions
 
-    def _selection_setup(self, n: int, n_problems: int):
+    def _selection_setup(self, n: int):
         """``(cap, mu, λ grid, tol)`` of a selection, after checking its memory.
 
         The exhaustive path (one problem) is checked at the cap now: its ℓ × cap candidate state
@@ -916,7 +916,7 @@ class ReformativeKFD(SparseKernelClassifier):
         """Run the sampled path for every binary problem at once (:func:`_select_nodes_sampled`)."""
         n = X.shape[0]
         kappa = self._candidates(n)
-        cap, mu, lambdas, tol = self._selection_setup(n, targets.shape[0])
+        cap, mu, lambdas, tol = self._selection_setup(n)
         budget = MemoryBudget(
             self.max_memory_gb,
             f"ReformativeKFD with {n} points, {targets.shape[0]} model(s) and max_nodes={self.max_nodes}",
@@ -955,7 +955,7 @@ class ReformativeKFD(SparseKernelClassifier):
         n = X.shape[0]
         if self._candidates(n) is not None:
             return self._fit_sampled(X, y[None, :], rng)[0]
-        cap, mu, lambdas, tol = self._selection_setup(n, 1)
+        cap, mu, lambdas, tol = self._selection_setup(n)
         positive = y > 0
         path = LooPath(y, lambdas, cap, "l2", self.patience) if self._uses_loo() else None
         log = self._log if self.verbose else None
