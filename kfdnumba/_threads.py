@@ -25,8 +25,13 @@ Rules
    the load average), with an instantaneous load: a parallel region is only as
    fast as its slowest thread, and on a machine whose cores are taken a
    thread of ours waits for a scheduler slice at every barrier. The
-   decision is made when a call starts; an explicit ``n_jobs`` is obeyed
-   (clipped to ``NUMBA_NUM_THREADS``).
+   decision is made when a call's first parallel kernel starts and made again
+   at the first parallel kernel after every ``REPLAN_SECONDS`` of the call
+   (outside a :func:`blas_section`), so a long fit follows the load instead
+   of keeping what one instant showed at its start (a 78 s fit of 20 classes
+   once ran on one core for that reason); the count only changes between
+   parallel regions, and the results do not depend on it (rule 1). An
+   explicit ``n_jobs`` is obeyed (clipped to ``NUMBA_NUM_THREADS``).
 3. **Inside joblib / loky workers** the default is one thread: joblib starts
    its loky workers with ``NUMBA_NUM_THREADS`` (and the BLAS variables) set to
    ``cpu_count // n_jobs``, which caps Numba there; an explicit ``n_jobs`` is
@@ -79,6 +84,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from contextlib import contextmanager, nullcontext
 
 import numba
@@ -97,6 +103,11 @@ __all__ = [
 #: Default work (inner-loop operations) below which a kernel runs its serial twin: about
 #: 100-300 µs of serial work, more than the cost of waking the thread team on an idle machine.
 PARALLEL_MIN_WORK = 1 << 18
+
+#: A call with the default ``n_jobs`` plans its thread count again at its first parallel kernel after this
+#: many seconds (rule 2): reading the load costs 20-60 µs, negligible once every second.
+REPLAN_SECONDS = 1.0
+_clock = time.monotonic  # (tests replace it)
 
 _state = threading.local()
 _lock = threading.Lock()
@@ -245,6 +256,7 @@ def thread_policy(n_jobs=None, blas: bool = True):
     _state.depth = 1
     _state.n_jobs = n_jobs
     _state.threads = None  # not planned yet
+    _state.pinned = 0  # > 0 inside a blas_section: Numba's count is held at one there
     try:
         with _blas_limit(1) if blas else nullcontext():
             yield
@@ -258,12 +270,21 @@ def thread_policy(n_jobs=None, blas: bool = True):
 
 
 def ensure_planned() -> None:
-    """Inside a :func:`thread_policy` call, plan the thread count now (once) and set Numba's."""
-    if getattr(_state, "depth", 0) and _state.threads is None:
+    """Inside a :func:`thread_policy` call, plan the thread count (at first, then every ``REPLAN_SECONDS``)."""
+    if not getattr(_state, "depth", 0):
+        return
+    if _state.threads is None:
         n = plan_threads(_state.n_jobs)
         _state.old_threads = numba.get_num_threads()
         _state.threads = n
+        _state.planned_at = _clock()
         numba.set_num_threads(n)
+    elif _state.n_jobs is None and not _state.pinned and _clock() - _state.planned_at >= REPLAN_SECONDS:
+        n = plan_threads(None)
+        _state.planned_at = _clock()
+        if n != _state.threads:
+            _state.threads = n
+            numba.set_num_threads(n)
 
 
 def call_threads() -> int:
@@ -290,5 +311,9 @@ def blas_section(work: float, min_work: float = 1 << 26):
     if n <= 1 or not worth_parallel(work, min_work):
         yield
         return
-    with numba_threads(1), _blas_limit(n):
-        yield
+    _state.pinned = getattr(_state, "pinned", 0) + 1  # no re-planning while Numba is held at one thread
+    try:
+        with numba_threads(1), _blas_limit(n):
+            yield
+    finally:
+        _state.pinned -= 1

@@ -266,3 +266,57 @@ def test_serial_calls_do_not_plan_threads(monkeypatch):
     with pytest.raises(AssertionError, match="planned"):
         with _threads.force_parallel():
             model.predict(X[:1])
+
+
+def test_a_long_call_plans_its_threads_again(monkeypatch):
+    limit = min(numba.config.NUMBA_NUM_THREADS, _threads._available_cores())
+    if limit < 2:
+        pytest.skip("needs two cores")
+    busy, now = [_threads._available_cores()], [0.0]
+    monkeypatch.setattr(_threads, "_running_elsewhere", lambda: busy[0])
+    monkeypatch.setattr(_threads, "_clock", lambda: now[0])
+    outside = numba.get_num_threads()
+    with _threads.thread_policy(None):
+        _threads.ensure_planned()
+        assert numba.get_num_threads() == 1  # the cores were taken when the call started
+        busy[0] = 0
+        now[0] = 0.5 * _threads.REPLAN_SECONDS
+        _threads.ensure_planned()
+        assert numba.get_num_threads() == 1  # too soon to look again
+        now[0] = 1.5 * _threads.REPLAN_SECONDS
+        _threads.ensure_planned()
+        assert numba.get_num_threads() == limit  # the cores came free
+        with _threads.blas_section(1e12, min_work=0.0):  # Numba held at one thread while BLAS works
+            now[0] = 5.0 * _threads.REPLAN_SECONDS
+            _threads.ensure_planned()
+            assert numba.get_num_threads() == 1
+        assert numba.get_num_threads() == limit
+        busy[0] = _threads._available_cores()
+        _threads.ensure_planned()
+        assert numba.get_num_threads() == 1  # taken again
+    assert numba.get_num_threads() == outside
+    with _threads.thread_policy(2):  # an explicit n_jobs is never re-planned
+        _threads.ensure_planned()
+        now[0] = 100.0
+        _threads.ensure_planned()
+        assert numba.get_num_threads() == 2
+
+
+def test_re_planned_threads_give_the_one_thread_model(monkeypatch):
+    if min(numba.config.NUMBA_NUM_THREADS, _threads._available_cores()) < 2:
+        pytest.skip("needs two cores")
+    X, y = _blobs(300, 2, 13)
+    one = SparseGreedyKFD(sigma=1.0, random_state=0, n_jobs=1).fit(X, y)
+    flips = [0]
+
+    def alternating():  # the load seen at each look: all cores taken, then none, ...
+        flips[0] += 1
+        return _threads._available_cores() * (flips[0] % 2)
+
+    monkeypatch.setattr(_threads, "_running_elsewhere", alternating)
+    monkeypatch.setattr(_threads, "REPLAN_SECONDS", 0.0)
+    with _threads.force_parallel():
+        moving = SparseGreedyKFD(sigma=1.0, random_state=0).fit(X, y)
+    assert flips[0] > 10  # planned again and again along the fit
+    np.testing.assert_array_equal(one.support_, moving.support_)
+    np.testing.assert_array_equal(one.decision_function(X), moving.decision_function(X))
