@@ -6,7 +6,7 @@ over a few retained training points. ``registered_estimators()`` lists the
 kernel classifiers (the demo and the benchmarks run them all); KFD comes first.
 """
 
-from ._base import NotFittedError, registered_estimators
+from ._base import NoSkillWarning, NotFittedError, registered_estimators
 from .datasets import load_banana, load_ida
 from .dda import DDA, DDAClassifier
 from .full_kfd import KFD
@@ -24,6 +24,7 @@ __all__ = [
     "MatchingPursuitKFD",
     "SparseGreedyKFD",
     "NotFittedError",
+    "NoSkillWarning",
     "load_banana",
     "load_ida",
     "registered_estimators",

@@ -5,7 +5,7 @@ import pickle
 import numba
 import numpy as np
 import pytest
-from conftest import all_estimators, two_blobs
+from conftest import all_estimators, arcs, three_class_blobs, two_blobs
 from naive import bayes_threshold as naive_bayes_threshold
 from naive import separate_variance_bic
 from naive import separate_variance_gain as naive_gain
@@ -483,3 +483,26 @@ def test_short_fits_print_no_progress_line(capsys):
     X, y = two_blobs(60, seed=6)
     SparseGreedyKFD(sigma=1.0, verbose=1, random_state=0).fit(X, y)
     assert "to go" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name, cls", all_estimators())
+def test_a_model_no_better_than_chance_is_warned_about(name, cls):
+    import warnings
+
+    from kfdnumba import NoSkillWarning
+
+    X, y = arcs(200, 5)
+    # sigma far below the distance between points: every kernel column is one point's indicator
+    with pytest.warns(NoSkillWarning, match=r"sigma=1e-05 may be far too small") as seen:
+        cls(sigma=1e-5, random_state=0).fit(X, y)
+    assert len(seen) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same data with a sensible sigma: silent
+        cls(sigma=0.5, random_state=0).fit(X, y)
+    # one-vs-rest: the class whose labels are noise is named, the others are not
+    r = np.random.default_rng(6)
+    X3, y3 = three_class_blobs(240)
+    y3 = np.where(r.uniform(size=y3.shape[0]) < 0.3, 0, np.maximum(y3, 1))  # class 0: a random share of every blob
+    with pytest.warns(NoSkillWarning, match=r"separate class 0 \(t = [^)]*\) from the rest") as seen:
+        cls(sigma=1.0, random_state=0).fit(X3, y3)
+    assert "class 1" not in str(seen[0].message) and "class 2" not in str(seen[0].message)

@@ -522,6 +522,7 @@ def test_woodbury_solve_equals_direct_solve(rng, exempt_bias):
     np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-11)
 
 
+@pytest.mark.filterwarnings("ignore::kfdnumba.NoSkillWarning")  # random labels
 @pytest.mark.parametrize("exempt_bias", [True, False])
 @pytest.mark.parametrize("size", [5, 60])  # m ≤ r: the direct branch; m > r: Woodbury
 def test_lowrank_active_solve_equals_direct_solve(rng, exempt_bias, size):
