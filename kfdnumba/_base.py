@@ -774,6 +774,8 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
     demo_params: ClassVar[dict] = {}
 
     _fitted_attribute: ClassVar[str] = "support_vectors_"
+    #: ``_store_expansions`` leaves the models without skill for ``fit`` to warn about (a failed fit drops them).
+    _private_fitted: ClassVar[tuple] = ("_weak_models",)
     #: Fitted attributes prediction reads (all that a lazy prediction on dask input ships to the workers).
     _prediction_attributes: ClassVar[tuple] = (
         "n_features_in_",
