@@ -123,9 +123,14 @@ class NoSkillWarning(UserWarning):
 #: data (300 points) with sigma = 1e-4, where every kernel column is one point's indicator: t = -9·10⁴ for every
 #: method, test error 50 %, and nothing said before. It is a floor, not a test of significance: on labels
 #: drawn at random the greedy methods' outputs reach t = 3-6 in some draws (their selection minimised the same
-#: leave-one-out error, which makes it optimistic), and those fits are not warned about. Fits on dask
-#: (whose outputs stay on the workers) are not checked.
+#: leave-one-out error, which makes it optimistic), and those fits are not warned about. Fits on dask check
+#: the same statistic from the class moments of the leave-one-out outputs the workers return.
 NO_SKILL_T = 2.0
+
+
+def skill_t(means: np.ndarray, pooled: float, n_neg: float, n_pos: float) -> float:
+    """Return the t statistic of two class means (-, +) of a model's outputs, pooled variance (:data:`NO_SKILL_T`)."""
+    return float((means[1] - means[0]) / np.sqrt(pooled * (1.0 / n_pos + 1.0 / n_neg)))
 
 
 # --------------------------------------------------------------------------- registry
@@ -341,7 +346,9 @@ class KernelExpansion:
     one-vs-rest). ``output_stats``, for a fit whose outputs stay on dask
     workers, replaces those outputs: ``(means, variances, priors, pooled)`` of
     the output minus the threshold, per class (-1, +1), as
-    :meth:`KernelClassifier._store_expansions` would compute them.
+    :meth:`KernelClassifier._store_expansions` would compute them;
+    ``validation_counts`` ``(n₋, n₊)`` says they are of leave-one-out outputs
+    (checked for skill as ``validation_output`` is).
     """
 
     support: np.ndarray
@@ -352,6 +359,7 @@ class KernelExpansion:
     validation_output: np.ndarray | None = None
     info: dict = field(default_factory=dict)
     output_stats: tuple | None = None
+    validation_counts: tuple | None = None
 
 
 def class_moments(values: np.ndarray, positive: np.ndarray) -> np.ndarray:
@@ -876,6 +884,10 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
                 scale = max(float(np.abs(means[c]).max()), 1e-12)
                 pooled = max(pooled, (1e-6 * scale) ** 2)
                 slope[c] = max(means[c, 1] - means[c, 0], 0.0) / pooled
+                if e.validation_counts is not None:  # of leave-one-out outputs: does the model separate the classes?
+                    t = skill_t(means[c], pooled, *e.validation_counts)
+                    if not t >= NO_SKILL_T:
+                        weak.append((c, t))
                 continue
             if e.validation_output is not None:
                 out = np.asarray(e.validation_output, dtype=np.float64) - e.threshold
@@ -894,9 +906,9 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
             slope[c] = max(means[c, 1] - means[c, 0], 0.0) / pooled
             if e.validation_output is not None:  # leave-one-out outputs: does the model separate the classes?
                 n_pos = float(np.count_nonzero(y > 0))
-                t = (means[c, 1] - means[c, 0]) / np.sqrt(pooled * (1.0 / n_pos + 1.0 / (y.shape[0] - n_pos)))
+                t = skill_t(means[c], pooled, y.shape[0] - n_pos, n_pos)
                 if not t >= NO_SKILL_T:
-                    weak.append((c, float(t)))
+                    weak.append((c, t))
         self._weak_models = weak  # fit() warns about them (NoSkillWarning), after the fit
         self.output_means_ = means
         self.output_vars_ = variances

@@ -1092,6 +1092,7 @@ class DaskColumns:
             intercept=scale * coef_all[0],
             threshold=scale * threshold,
             output_stats=self._output_stats(loo, scale, scale * threshold),
+            validation_counts=(float(loo[0, 0]), float(loo[1, 0])),
             info=info,
         )
 

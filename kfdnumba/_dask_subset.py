@@ -278,6 +278,7 @@ def _expansion(estimator, t, expansion, rows, support, refit, cut, n) -> KernelE
         intercept=scale * intercepts[t],
         threshold=scale * threshold,
         output_stats=output_stats(loo, n, scale, scale * threshold),
+        validation_counts=(float(loo[0, 0]), float(loo[1, 0])),
         info=info,
     )
     estimator._finish_refit(out, None, scale * np.array([m_neg, m_pos]))

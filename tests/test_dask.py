@@ -566,3 +566,18 @@ def test_random_check_on_dask_equals_the_in_memory_fit(client, selection_rows, m
         scale = np.abs(eager.dual_coef_).max()
         np.testing.assert_allclose(lazy.dual_coef_, eager.dual_coef_, rtol=0, atol=1e-9 * scale)
         np.testing.assert_allclose(lazy.output_means_, eager.output_means_, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("params", [{}, {"selection_rows": 120}])  # the chunked path; selection on a subset
+def test_dask_fit_without_skill_warns_as_the_in_memory_fit(client, params):
+    from kfdnumba import NoSkillWarning
+
+    X, y = two_blobs(237, seed=3)
+    with pytest.warns(NoSkillWarning) as eager:
+        SparseGreedyKFD(sigma=1e-5, random_state=1, **params).fit(X, y)
+    with pytest.warns(NoSkillWarning) as lazy:
+        SparseGreedyKFD(sigma=1e-5, random_state=1, **params).fit(
+            da.from_array(X, chunks=(60, 2)), da.from_array(y, chunks=60)
+        )
+    assert len(lazy) == len(eager) == 1
+    assert str(lazy[0].message) == str(eager[0].message)
