@@ -1129,20 +1129,22 @@ class SparseKernelClassifier(KernelClassifier):
         kinds = ["selected"] * len(groups)
         checks = [None] * len(groups)
         priced = [None] * len(groups)
+        every_row = size is None or (union and X.shape[0] <= UNION_CHECK_EVERY_ROW * rows.shape[0])
         if check:  # selected against random points, both priced on the selection's rows (cheap above them)
-            X_rows = X if size is None else X[rows]
+            X_rows = X if every_row else X[rows]
             for k, g in enumerate(groups):
-                Y_rows = targets[g] if size is None else targets[g][:, rows]
+                Y_rows = targets[g] if every_row else targets[g][:, rows]
                 drawn = np.sort(rng.choice(rows.shape[0], size=sets[k].shape[0], replace=False))
+                on = (rows[sets[k]], rows[drawn]) if every_row else (sets[k], drawn)
                 checks[k], priced[k], wins = check_against_random(
-                    self, X_rows, Y_rows, sets[k], drawn, [expansions[t] for t in g], union, penalty, lambdas
+                    self, X_rows, Y_rows, *on, [expansions[t] for t in g], union, penalty, lambdas
                 )
                 if wins:
                     sets[k], kinds[k] = drawn, "random"
         out = [None] * len(expansions)
         for k, g in enumerate(groups):
             support = rows[sets[k]]
-            if size is None and priced[k] is not None:
+            if every_row and priced[k] is not None:
                 refits = priced[k]  # priced on every row already: that is the model's refit
             else:
                 refits = refit_on_rows(self.kernel_, X, targets[g], support, penalty, lambdas)
@@ -1273,6 +1275,12 @@ def check_against_random(estimator, X_rows, Y_rows, selected, drawn, expansions,
 
 #: ``random_check``: random points replace the selected ones when their leave-one-out error is lower by this fraction.
 RANDOM_CHECK_RTOL = 0.01
+#: ``random_check`` of one-vs-rest models on the union of their points (``shared_support``) after a selection on
+#: ``selection_rows`` rows: up to this many times that many training rows, both point sets are priced on EVERY row
+#: and the winner's refits are the model (two refits on ℓ rows), instead of both on the selection's rows and the
+#: winner again on every row (two on the selection's rows and one on ℓ). The refits' eigendecompositions
+#: (m³, m the union's size) do not depend on the rows, so at ℓ ≤ 2 × selection_rows one fewer is cheaper.
+UNION_CHECK_EVERY_ROW = 2.0
 
 
 def _path_press(expansion: KernelExpansion) -> float:

@@ -218,7 +218,27 @@ def fit_on_subset(estimator, X, y, size: int):
         groups = [list(range(n_models))] if union else [[t] for t in range(n_models)]
         sets = [np.unique(np.concatenate(local)) if union else local[g[0]] for g in groups]
         kinds, checks = ["selected"] * len(groups), [None] * len(groups)
-        if estimator.random_check and estimator._checks_random_points():  # as in memory: priced on the subset
+        check = estimator.random_check and estimator._checks_random_points()
+        every_row = check and union and data.n <= _base.UNION_CHECK_EVERY_ROW * rows.shape[0]
+        priced = [None] * len(groups)
+        progress = estimator._progress(2 * len(groups) * len(data.x_parts) * (2 if every_row else 1), "chunk passes")
+        if every_row:  # as in memory: the union and as many random points both priced on every chunk
+            for k, g in enumerate(groups):
+                drawn = np.sort(rng.choice(rows.shape[0], size=sets[k].shape[0], replace=False))
+                refits = []
+                for j, points_k in enumerate((sets[k], drawn)):
+                    progress.start_offset = 2 * (2 * k + j) * len(data.x_parts)
+                    refits.append(
+                        _refit_on_chunks(
+                            data, X_sub[points_k], n_models, penalty, regulariser, progress=_Offset(progress)
+                        )
+                    )
+                checks[k] = np.array([float(r[1].min(axis=1).sum()) for r in refits])
+                wins = _base.random_points_win(*checks[k], estimator._log)
+                priced[k] = refits[1] if wins else refits[0]
+                if wins:
+                    sets[k], kinds[k] = drawn, "random"
+        elif check:  # as in memory: priced on the subset
             lambdas = refit_lambdas(data.n, regulariser)
             for k, g in enumerate(groups):
                 drawn = np.sort(rng.choice(rows.shape[0], size=sets[k].shape[0], replace=False))
@@ -228,10 +248,13 @@ def fit_on_subset(estimator, X, y, size: int):
                 if wins:
                     sets[k], kinds[k] = drawn, "random"
         points, out = {}, [None] * n_models
-        progress = estimator._progress(2 * len(groups) * len(data.x_parts), "chunk passes")
         for k, g in enumerate(groups):
             progress.start_offset = 2 * k * len(data.x_parts)
-            refit = _refit_on_chunks(data, X_sub[sets[k]], n_models, penalty, regulariser, progress=_Offset(progress))
+            refit = priced[k]  # priced on every chunk already, or refitted there now
+            if refit is None:
+                refit = _refit_on_chunks(
+                    data, X_sub[sets[k]], n_models, penalty, regulariser, progress=_Offset(progress)
+                )
             points.update({int(rows[i]): X_sub[i] for i in sets[k]})
             for t in g:
                 model = _expansion(estimator, t, expansions[t], rows, rows[sets[k]], refit, cut, data.n)

@@ -581,3 +581,19 @@ def test_dask_fit_without_skill_warns_as_the_in_memory_fit(client, params):
         )
     assert len(lazy) == len(eager) == 1
     assert str(lazy[0].message) == str(eager[0].message)
+
+
+@pytest.mark.parametrize("rtol, landmarks", [(1.0, "selected"), (-1e9, "random")])  # random points never / always win
+def test_subset_fit_three_classes_priced_on_every_chunk_equals_the_in_memory_fit(client, rtol, landmarks, monkeypatch):
+    """At most UNION_CHECK_EVERY_ROW × selection_rows rows: the union and the random points priced on every row."""
+    import kfdnumba._base as base
+
+    monkeypatch.setattr(base, "RANDOM_CHECK_RTOL", rtol)
+    X, y = _one_class_first(*three_class_blobs(240, seed=6), n_first=40)
+    params = {"sigma": 1.0, "random_state": 2, "selection_rows": 150}
+    eager = SparseGreedyKFD(**params).fit(X, y)
+    lazy = SparseGreedyKFD(**params).fit(da.from_array(X, chunks=((40, 100, 100), 2)), y)
+    assert eager.landmarks_ == lazy.landmarks_ == [landmarks] * 3
+    _assert_same_subset_fit(eager, lazy)
+    np.testing.assert_allclose(lazy.random_check_press_, eager.random_check_press_, rtol=1e-9)
+    np.testing.assert_array_equal(lazy.predict(X), eager.predict(X))

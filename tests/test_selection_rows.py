@@ -258,3 +258,36 @@ def test_random_check_on_a_subset_prices_the_selection_by_its_path_and_the_rando
     K = rbf(X[rows], X[rows][drawn], 0.6)
     twin = naive_ridge_loo(K, y[rows], np.eye(drawn.size), np.asarray(sub.loo_lambdas_))
     assert random == pytest.approx(min(t[0] for t in twin), rel=1e-8)
+
+
+@pytest.mark.parametrize("rtol, landmarks", [(1.0, "selected"), (-1e9, "random")])  # random points never / always win
+def test_union_check_at_most_twice_the_selection_rows_prices_both_sets_on_every_row(rtol, landmarks, monkeypatch):
+    """ℓ ≤ UNION_CHECK_EVERY_ROW × selection_rows: two refits on every row (the winner's is the model), not three."""
+    import kfdnumba._base as base
+
+    monkeypatch.setattr(base, "RANDOM_CHECK_RTOL", rtol)
+    calls = []
+    plain = loo_module.refit_on_rows
+
+    def recording(kernel, X, Y, points, penalty, lambdas):
+        out = plain(kernel, X, Y, points, penalty, lambdas)
+        calls.append((X.shape[0], np.asarray(points).copy(), out))
+        return out
+
+    monkeypatch.setattr(loo_module, "refit_on_rows", recording)
+    X, y = three_class_blobs(240, seed=6)
+    model = SparseGreedyKFD(sigma=1.0, random_state=2, selection_rows=150).fit(X, y)
+    assert model.landmarks_ == [landmarks] * 3
+    assert [rows for rows, _, _ in calls] == [240, 240]  # the union, then as many random points
+    (_, union, mine), (_, drawn, theirs) = calls
+    assert union.shape == drawn.shape and not np.array_equal(union, drawn)
+    press = [sum(float(r.press.min()) for r in refits) for refits in (mine, theirs)]
+    np.testing.assert_allclose(model.random_check_press_[0], press, rtol=1e-12)
+    np.testing.assert_array_equal(model.support_, union if landmarks == "selected" else drawn)
+    winner = mine if landmarks == "selected" else theirs
+    for c in range(3):
+        assert model.loo_lambda_[c] == winner[c].lam
+    calls.clear()
+    subset = SparseGreedyKFD(sigma=1.0, random_state=2, selection_rows=110).fit(X, y)  # 240 > 2 × 110: as before
+    rows = np.ravel(subset.selection_rows_)[0]  # the stratified subset's size (111 here; one per class)
+    assert rows < 120 and [r for r, _, _ in calls] == [rows, rows, 240]
