@@ -1130,7 +1130,7 @@ class SparseKernelClassifier(KernelClassifier):
         checks = [None] * len(groups)
         priced = [None] * len(groups)
         every_row = size is None or (union and X.shape[0] <= UNION_CHECK_EVERY_ROW * rows.shape[0])
-        if check:  # selected against random points, both priced on the selection's rows (cheap above them)
+        if check:  # selected against random points, priced on the selection's rows (cheap above them) or on every row
             X_rows = X if every_row else X[rows]
             for k, g in enumerate(groups):
                 Y_rows = targets[g] if every_row else targets[g][:, rows]

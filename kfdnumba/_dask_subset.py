@@ -223,19 +223,16 @@ def fit_on_subset(estimator, X, y, size: int):
         priced = [None] * len(groups)
         progress = estimator._progress(2 * len(groups) * len(data.x_parts) * (2 if every_row else 1), "chunk passes")
         if every_row:  # as in memory: the union and as many random points both priced on every chunk
-            for k, g in enumerate(groups):
+            for k in range(len(groups)):
                 drawn = np.sort(rng.choice(rows.shape[0], size=sets[k].shape[0], replace=False))
-                refits = []
-                for j, points_k in enumerate((sets[k], drawn)):
-                    progress.start_offset = 2 * (2 * k + j) * len(data.x_parts)
-                    refits.append(
-                        _refit_on_chunks(
-                            data, X_sub[points_k], n_models, penalty, regulariser, progress=_Offset(progress)
-                        )
-                    )
-                checks[k] = np.array([float(r[1].min(axis=1).sum()) for r in refits])
-                wins = _base.random_points_win(*checks[k], estimator._log)
-                priced[k] = refits[1] if wins else refits[0]
+                progress.start_offset = 4 * k * len(data.x_parts)  # two refits of two passes per group
+                mine = _refit_on_chunks(
+                    data, X_sub[sets[k]], n_models, penalty, regulariser, progress=_Offset(progress)
+                )
+                progress.start_offset += 2 * len(data.x_parts)
+                checks[k], priced[k], wins = _union_against_random(
+                    estimator, data, mine, X_sub[drawn], penalty, regulariser, _Offset(progress)
+                )
                 if wins:
                     sets[k], kinds[k] = drawn, "random"
         elif check:  # as in memory: priced on the subset
@@ -326,6 +323,19 @@ def finish_on_chunks(estimator, data: DaskTrainingSet, expansions: list, points:
     return expansions, {}
 
 
+def _union_against_random(estimator, data: DaskTrainingSet, mine, X_drawn, penalty, regulariser, progress=None):
+    """``random_check`` of the union's refit on every chunk (``mine``) against as many random points ``X_drawn``.
+
+    Both refitted on every chunk; returns (the two summed PRESS, the winner's refit, random wins), the
+    in-memory rule of :func:`kfdnumba._base.check_against_random` on the union.
+    """
+    n_models = mine[1].shape[0]
+    theirs = _refit_on_chunks(data, X_drawn, n_models, penalty, regulariser, progress=progress)
+    press = np.array([float(r[1].min(axis=1).sum()) for r in (mine, theirs)])
+    wins = _base.random_points_win(*press, estimator._log)
+    return press, (theirs if wins else mine), wins
+
+
 def _union_on_chunks(estimator, data: DaskTrainingSet, expansions: list, points: dict, rng, check: bool):
     """One-vs-rest models refitted on every chunk on the union of their points (random ones if they price lower).
 
@@ -343,10 +353,9 @@ def _union_on_chunks(estimator, data: DaskTrainingSet, expansions: list, points:
     if check:
         drawn = np.sort(rng.choice(data.n, size=union.shape[0], replace=False))
         X_drawn = data.take_rows(drawn)
-        theirs = _refit_on_chunks(data, X_drawn, n_models, penalty, regulariser)
-        press = np.array([float(r[1].min(axis=1).sum()) for r in (refit, theirs)])
-        if _base.random_points_win(*press, estimator._log):
-            union, refit, kind = drawn, theirs, "random"
+        press, refit, wins = _union_against_random(estimator, data, refit, X_drawn, penalty, regulariser)
+        if wins:
+            union, kind = drawn, "random"
             drawn_rows = {int(i): row for i, row in zip(drawn, X_drawn)}
     out = []
     for t, e in enumerate(expansions):
