@@ -881,32 +881,27 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         for c, (e, y) in enumerate(zip(expansions, targets)):
             if e.output_stats is not None:  # outputs that stayed on dask workers (kfdnumba._dask)
                 means[c], variances[c], priors[c], pooled = e.output_stats
-                scale = max(float(np.abs(means[c]).max()), 1e-12)
-                pooled = max(pooled, (1e-6 * scale) ** 2)
-                slope[c] = max(means[c, 1] - means[c, 0], 0.0) / pooled
-                if e.validation_counts is not None:  # of leave-one-out outputs: does the model separate the classes?
-                    t = skill_t(means[c], pooled, *e.validation_counts)
-                    if not t >= NO_SKILL_T:
-                        weak.append((c, t))
-                continue
-            if e.validation_output is not None:
-                out = np.asarray(e.validation_output, dtype=np.float64) - e.threshold
-            elif e.train_output is not None:
-                out = np.asarray(e.train_output, dtype=np.float64) - e.threshold
+                counts = e.validation_counts  # (n₋, n₊) when the stats are of leave-one-out outputs
             else:
-                out = self.kernel_.expansion(X, self.support_vectors_, coef[:, c]) + intercept[c]
-            for k, label in enumerate((-1.0, 1.0)):
-                values = out[y == label]
-                means[c, k] = values.mean()
-                variances[c, k] = values.var(ddof=1) if values.shape[0] > 1 else 0.0
-                priors[c, k] = values.shape[0] / y.shape[0]
-            _, _, pooled = pooled_class_stats(out, y > 0)
+                if e.validation_output is not None:
+                    out = np.asarray(e.validation_output, dtype=np.float64) - e.threshold
+                elif e.train_output is not None:
+                    out = np.asarray(e.train_output, dtype=np.float64) - e.threshold
+                else:
+                    out = self.kernel_.expansion(X, self.support_vectors_, coef[:, c]) + intercept[c]
+                for k, label in enumerate((-1.0, 1.0)):
+                    values = out[y == label]
+                    means[c, k] = values.mean()
+                    variances[c, k] = values.var(ddof=1) if values.shape[0] > 1 else 0.0
+                    priors[c, k] = values.shape[0] / y.shape[0]
+                _, _, pooled = pooled_class_stats(out, y > 0)
+                n_pos = float(np.count_nonzero(y > 0))
+                counts = (y.shape[0] - n_pos, n_pos) if e.validation_output is not None else None
             scale = max(float(np.abs(means[c]).max()), 1e-12)
             pooled = max(pooled, (1e-6 * scale) ** 2)
             slope[c] = max(means[c, 1] - means[c, 0], 0.0) / pooled
-            if e.validation_output is not None:  # leave-one-out outputs: does the model separate the classes?
-                n_pos = float(np.count_nonzero(y > 0))
-                t = skill_t(means[c], pooled, y.shape[0] - n_pos, n_pos)
+            if counts is not None:  # leave-one-out outputs: does the model separate the classes?
+                t = skill_t(means[c], pooled, *counts)
                 if not t >= NO_SKILL_T:
                     weak.append((c, t))
         self._weak_models = weak  # fit() warns about them (NoSkillWarning), after the fit
