@@ -1303,10 +1303,15 @@ AUTO_FRESH_CANDIDATES = 15
 AUTO_FRESH_MIN_N = 1000
 
 
-def auto_fresh_candidates(value, n: int):
-    """Return ``fresh_candidates`` for ℓ = n training points: "auto" is AUTO_FRESH_CANDIDATES above AUTO_FRESH_MIN_N."""
+def auto_fresh_candidates(value, n: int, auto: int | None = None):
+    """Return ``fresh_candidates`` for ℓ = n training points: "auto" is ``auto`` above AUTO_FRESH_MIN_N.
+
+    ``auto``: the method's own count (None: AUTO_FRESH_CANDIDATES).
+    """
     if value == "auto":
-        return AUTO_FRESH_CANDIDATES if n > AUTO_FRESH_MIN_N else None
+        if n <= AUTO_FRESH_MIN_N:
+            return None
+        return AUTO_FRESH_CANDIDATES if auto is None else auto
     return value
 
 

@@ -246,9 +246,9 @@ def fit_on_subset(estimator, X, y, size: int):
                     sets[k], kinds[k] = drawn, "random"
         points, out = {}, [None] * n_models
         for k, g in enumerate(groups):
-            progress.start_offset = 2 * k * len(data.x_parts)
             refit = priced[k]  # priced on every chunk already, or refitted there now
             if refit is None:
+                progress.start_offset = 2 * k * len(data.x_parts)  # two passes per group
                 refit = _refit_on_chunks(
                     data, X_sub[sets[k]], n_models, penalty, regulariser, progress=_Offset(progress)
                 )

@@ -70,14 +70,16 @@ with ρ at rounding level is never drawn again (ρ only falls as S grows). With
 κ ≥ the number of unselected points this is the exhaustive path (same nodes,
 J and α to rounding). The ``tol`` rule then reads the best *sampled* gain.
 Kept candidates (``fresh_candidates``, beyond both papers): a step draws only
-``fresh_candidates`` new points (auto: 15 of the 59 above 1 000 points, in turn by position, plus
+``fresh_candidates`` new points (auto: 4 of the 59 above 1 000 points, in turn by position, plus
 those that left the pool); the others keep their kernel rows, class means,
 diagonal and ``N_full[S, x]``, ``w_x`` from the last step, extended by the
 node accepted since (one product over the rows and one entry of ``w_x``
-each), so a step costs O(15·ℓ·s) instead of O(59·ℓ·s) and 15 kernel rows
-instead of 59. Each candidate is scored for at most four steps; on Banana-like data
-(6 seeds, 2 000-20 000 points) the test error is that of all-new draws within a
-standard error, the fit 1.6-2× faster. None: every step draws κ new points.
+each), so a step costs O(4·ℓ·s) instead of O(59·ℓ·s) and 4 kernel rows
+instead of 59. Each candidate is scored for at most 15 steps. With 15 new ones per step (the
+eighth session's choice) the test error on Banana-like data (6 seeds, 2 000-20 000 points) was that of
+all-new draws within a standard error, the fit 1.6-2× faster; 4 gave the test error of 15 (Banana-like,
+ringnorm, twonorm, USPS; ``AUTO_FRESH_CANDIDATES``) and fits another 12-38 % faster. None: every step
+draws κ new points.
 ``n_candidates="auto"`` is exhaustive up to ℓ = ``AUTO_EXHAUSTIVE_MAX_N``
 (1500: on Banana-like data the exhaustive fit took 26 ms at 1 500 points against
 35 ms sampled with 15 new candidates per step, 62 against 33 ms at 2 000, at the
@@ -155,6 +157,13 @@ AUTO_CANDIDATES = 59
 #: ``n_candidates="auto"`` scores every candidate up to this ℓ and κ = AUTO_CANDIDATES above
 #: (benchmarks/reformative_kfd.py --scale).
 AUTO_EXHAUSTIVE_MAX_N = 1500
+#: ``fresh_candidates="auto"`` on the sampled path: new candidates per step (SparseGreedyKFD draws
+#: ``kfdnumba._base.AUTO_FRESH_CANDIDATES`` = 15). Measured against 15 (thirteenth session,
+#: benchmarks/RESULTS.md): test error the same on Banana-like data (8 seeds, 2 000-2·10⁴ points) and on
+#: ringnorm / twonorm (4 seeds, 3 000 and 8 000 points), USPS odd/even 3.07 against 3.18 % (6 seeds), USPS
+#: digits 4.91 against 4.80 % (3 seeds); the fits 15-35 % faster (ringnorm, 8 000 points: 4.8×). SparseGreedyKFD
+#: keeps 15: with 8 or 4 it lost 0.16-0.2 point on USPS odd/even.
+AUTO_FRESH_CANDIDATES = 4
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -752,7 +761,7 @@ class ReformativeKFD(SparseKernelClassifier):
     fresh_candidates : int, None or "auto", default "auto"
         On the sampled path: new candidates drawn per step; the others are the
         last step's (in turn, each kept at most ⌈κ / fresh⌉ steps) and reuse
-        their kernel rows and statistics (module docstring). "auto": 15 above
+        their kernel rows and statistics (module docstring). "auto": 4 above
         1 000 training points, else None. None: κ new candidates every step.
     selection_mu : {"auto", "fixed", "path"}, default "auto"
         With ``mu="auto"`` and ``stop="loo"``, the μ the candidates are scored
@@ -866,7 +875,7 @@ class ReformativeKFD(SparseKernelClassifier):
 
     def _fresh_candidates(self, n: int) -> int | None:
         """Return the new candidates per step of the sampled path (None: all κ)."""
-        return auto_fresh_candidates(self.fresh_candidates, n)
+        return auto_fresh_candidates(self.fresh_candidates, n, AUTO_FRESH_CANDIDATES)
 
     def _use_dense(self, n: int) -> bool:
         dense_bytes = 8.0 * n * n

@@ -597,3 +597,26 @@ def test_subset_fit_three_classes_priced_on_every_chunk_equals_the_in_memory_fit
     _assert_same_subset_fit(eager, lazy)
     np.testing.assert_allclose(lazy.random_check_press_, eager.random_check_press_, rtol=1e-9)
     np.testing.assert_array_equal(lazy.predict(X), eager.predict(X))
+
+
+@pytest.mark.parametrize("selection_rows", [150, 100])  # the union priced on every chunk (240 ≤ 2 × 150), or refitted
+def test_subset_fit_progress_counts_every_chunk_pass_once(client, selection_rows, monkeypatch, capsys):
+    """At verbose=1 the chunk passes a dask subset fit reports climb to their total, never past it."""
+    import kfdnumba._base as base
+
+    seen = []
+    update = base.Progress.update
+
+    def record(self, done):
+        if self.unit == "chunk passes":
+            seen.append((done, self.total))
+        update(self, done)
+
+    monkeypatch.setattr(base.Progress, "update", record)
+    X, y = _one_class_first(*three_class_blobs(240, seed=6), n_first=40)
+    params = {"sigma": 1.0, "random_state": 2, "selection_rows": selection_rows, "verbose": 1}
+    SparseGreedyKFD(**params).fit(da.from_array(X, chunks=((40, 100, 100), 2)), y)
+    capsys.readouterr()
+    done = [d for d, _ in seen]
+    total = seen[0][1]
+    assert done == sorted(done) and done[-1] == total and len(set(done)) == len(done)

@@ -643,3 +643,20 @@ def test_default_budget_fits_twenty_classes_the_cap_charge_refused(monkeypatch):
     model = ReformativeKFD(sigma=1.0, random_state=0, n_candidates=59, max_memory_gb=budget_gb).fit(X, y)
     assert model.score(X, y) > 0.5
     assert ReformativeKFD().max_memory_gb == 4.0  # like the other estimators
+
+
+def test_auto_fresh_candidates_is_the_methods_own_count(monkeypatch):
+    """ReformativeKFD's "auto" draws its own AUTO_FRESH_CANDIDATES new candidates per step, not SparseGreedyKFD's."""
+    from kfdnumba import _base, reformative_kfd
+
+    assert reformative_kfd.AUTO_FRESH_CANDIDATES != _base.AUTO_FRESH_CANDIDATES
+    model = ReformativeKFD(fresh_candidates="auto")
+    assert model._fresh_candidates(_base.AUTO_FRESH_MIN_N) is None
+    assert model._fresh_candidates(_base.AUTO_FRESH_MIN_N + 1) == reformative_kfd.AUTO_FRESH_CANDIDATES
+    X, y = make_data(n=300, seed=3)
+    kw = dict(sigma=1.0, n_candidates=20, random_state=1)
+    monkeypatch.setattr(_base, "AUTO_FRESH_MIN_N", 100)  # above it "auto" keeps candidates
+    np.testing.assert_array_equal(
+        ReformativeKFD(**kw).fit(X, y).nodes_,
+        ReformativeKFD(fresh_candidates=reformative_kfd.AUTO_FRESH_CANDIDATES, **kw).fit(X, y).nodes_,
+    )
