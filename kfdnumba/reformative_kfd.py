@@ -524,8 +524,10 @@ class _SampledNodes:
             if m:
                 # N_full[S, cand] (K̄ rows sum to zero within each class), BLAS-shaped s × ℓ × κ on ONE BLAS
                 # thread: BLAS threads would spin on the cores the next step's parallel kernel block needs
-                # (ℓ = 10⁵: 6.3 s with them, 4.7 s without).
-                f_cross = self.centred[:m] @ sub.T
+                # (ℓ = 10⁵: 6.3 s with them, 4.7 s without). Written as (sub · centredᵀ)ᵀ: OpenBLAS runs this
+                # skinny shape faster with the long operand on the right (s = 270 / 2 700 rows of 5 000, 5
+                # candidates: 0.80 / 11.1 against 0.94 / 17.8 ms; USPS digits, 10 classes: the fit 31 → 29 s).
+                f_cross = (sub @ self.centred[:m].T).T
                 cross[:, fresh] = f_cross
                 w[:, fresh] = scipy.linalg.solve_triangular(L[:m, :m], f_cross, lower=True, check_finite=False)
         self._last = (kappa, m, means, diag, cross, w)
