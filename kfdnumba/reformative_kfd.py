@@ -78,7 +78,7 @@ each), so a step costs O(4·ℓ·s) instead of O(59·ℓ·s) and 4 kernel rows
 instead of 59. Each candidate is scored for at most 15 steps. With 15 new ones per step (the
 eighth session's choice) the test error on Banana-like data (6 seeds, 2 000-20 000 points) was that of
 all-new draws within a standard error, the fit 1.6-2× faster; 4 gave the test error of 15 (Banana-like,
-ringnorm, twonorm, USPS; ``AUTO_FRESH_CANDIDATES``) and fits another 12-38 % faster. None: every step
+ringnorm, twonorm, USPS; ``AUTO_FRESH_CANDIDATES``) and fits another 13-38 % faster. None: every step
 draws κ new points.
 ``n_candidates="auto"`` is exhaustive up to ℓ = ``AUTO_EXHAUSTIVE_MAX_N``
 (1500: on Banana-like data the exhaustive fit took 26 ms at 1 500 points against
@@ -161,8 +161,8 @@ AUTO_EXHAUSTIVE_MAX_N = 1500
 #: ``kfdnumba._base.AUTO_FRESH_CANDIDATES`` = 15). Measured against 15 (thirteenth session,
 #: benchmarks/RESULTS.md): test error the same on Banana-like data (8 seeds, 2 000-2·10⁴ points) and on
 #: ringnorm / twonorm (4 seeds, 3 000 and 8 000 points), USPS odd/even 3.07 against 3.18 % (6 seeds), USPS
-#: digits 4.91 against 4.80 % (3 seeds); the fits 15-35 % faster (ringnorm, 8 000 points: 4.8×). SparseGreedyKFD
-#: keeps 15: with 8 or 4 it lost 0.16-0.2 point on USPS odd/even.
+#: digits 4.91 against 4.80 % (3 seeds); the fits 13-38 % faster (ringnorm, 8 000 points: 4.8×). SparseGreedyKFD
+#: keeps 15: with 8 or 4 it lost 0.16-0.23 point on USPS odd/even.
 AUTO_FRESH_CANDIDATES = 4
 
 
