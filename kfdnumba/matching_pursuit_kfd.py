@@ -80,7 +80,13 @@ from 1 500 on (44 against 95 ms; 2 000: 49 against 126 ms; 3 000: 56 against
 
 The ``random`` criterion never reads K̃, so it builds no kernel matrix and skips
 the deflation (which could not change its choice): it is the randomised
-Nyström method, O(ℓk²) time.
+Nyström method, O(ℓk²) time. It takes the points of one random permutation in
+order (before the thirteenth session, above 1 200 points, each round drew κ
+candidates and took the earliest of them in the permutation: the same
+distribution, a draw per round more); in memory, on data of at least
+``RANDOM_PREFETCH_MIN_DIM`` features, the kernel rows of its next
+``RANDOM_PREFETCH`` points are computed at once, with the products the
+leave-one-out path needs.
 
 On a row-chunked dask array (``kfdnumba._dask``, "distributed matching-pursuit
 fit") the same selection runs with the candidate subset on the implicit K̃:
@@ -152,6 +158,14 @@ AUTO_CANDIDATES = 59
 AUTO_EXHAUSTIVE_MAX_N = 1200
 #: ``criterion="auto"``: the selections tried, each priced by its leave-one-out path.
 AUTO_CRITERIA = ("pseudo", "random")
+#: The random selection in memory computes the kernel rows of this many upcoming points of its order at once,
+#: with their products with the accepted rows and among themselves (one kernel block and two GEMMs instead of
+#: a block and a product over every accepted row per basis; what the leave-one-out path needs) ...
+RANDOM_PREFETCH = 16
+#: ... on data of at least this many features, where a kernel row alone reads all of X (thirteenth session,
+#: criterion="random": USPS, 256 features, odd/even 1.51 → 1.34 s, digits 17.5 → 14.7 s; ringnorm, 8 000 points,
+#: 20 / 40 features 3-4 % faster, 8 features 3 % slower; Banana-like, 2 features, 2-14 % slower).
+RANDOM_PREFETCH_MIN_DIM = 17
 #: ``criterion="auto"`` keeps the smaller model when its leave-one-out error is within this fraction of the best.
 AUTO_CRITERION_RTOL = 0.01
 #: :func:`nystroem_map` keeps pivots until every residual diagonal is at most this × the largest diagonal. At
@@ -559,6 +573,9 @@ class _MemoryBases:
         self.k = k
         self.C = np.zeros((min(k, INITIAL_STORE_ROWS), self.n))  # K[I, :] rows of the accepted bases (grown)
         self.row = None
+        self._pending = None  # point -> position in the prefetched block (the random selection's next points)
+        self._at = None  # the current pick's position there, or None
+        self.prefetches = X.shape[1] >= RANDOM_PREFETCH_MIN_DIM  # whether the random selection calls prefetch
         if path is not None and path.m == 0 and path.own_columns and path.capacity <= k:
             # the path's columns are these rows, in the same order (a basis it refuses is rejected): it reads
             # them here instead of keeping a copy (ℓ × m floats less)
@@ -567,21 +584,49 @@ class _MemoryBases:
     def begin_round(self, cand, first):
         return cand
 
+    def prefetch(self, points: np.ndarray, m: int) -> None:
+        """Compute the kernel rows of ``points`` (the random selection's next ones) and what the path needs of them.
+
+        With m rows accepted so far: ``[1ᵀk_p; K_Iᵀk_p]`` for each point (one GEMM over the accepted rows)
+        and the points' products among themselves, so that :meth:`accept` gives the path each pick's
+        cross products whatever the picks between (one of them may be refused).
+        """
+        block = self.rows_X.block(self.X[points])
+        self._pending = {int(p): i for i, p in enumerate(points)}
+        self._block = block
+        if self.path is not None:
+            head = np.empty((m + 1, points.shape[0]))
+            head[0] = block.sum(axis=1)
+            if m:
+                head[1:] = (block @ self.C[:m].T).T  # the long operand on the right (see sparse_greedy_kfd)
+            self._head, self._among, self._m0 = head, block @ block.T, m
+        self._stored = []  # block positions accepted since, in the order of the rows of C
+
     def kernel_entries(self, j: int, m: int):
         """``(K[I, j], k(x_j, x_j))`` for the dependence check."""
-        self.row = self.rows_X.block(self.X[j : j + 1])[0]  # original kernel row k(x_j, X)
+        at = self._pending.get(j) if self._pending is not None else None
+        if at is None:
+            self.row, self._at = self.rows_X.block(self.X[j : j + 1])[0], None  # original kernel row k(x_j, X)
+        else:
+            self.row, self._at = self._block[at], at
         return np.ascontiguousarray(self.C[:m, j]), self.row[j]
 
     def accept(self, j: int, m: int) -> bool:
         """Append the row to the leave-one-out path (False: refused) and keep it."""
-        if self.path is not None and not self.path.append(self.row, j):
-            return False
+        if self.path is not None:
+            cross = None
+            if self._at is not None:  # [1ᵀz, Z_prevᵀz] from the prefetched products (Z_prev = C[:m])
+                cross = np.concatenate((self._head[:, self._at], self._among[self._stored, self._at]))
+            if not self.path.append(self.row, j, cross):
+                return False
         if m == self.C.shape[0]:
             shared = self.path is not None and self.path.columns is self.C
             self.C = grown_rows(self.C, m, self.k)
             if shared:
                 self.path.columns = self.C
         self.C[m] = self.row
+        if self._at is not None:
+            self._stored.append(self._at)
         return True
 
 
@@ -679,10 +724,10 @@ def select_bases(
     n = source.n
     k = min(n_bases, n)
     pool = _CandidatePool(n)
-    order_rank = None
-    if criterion == "random":  # the rank of each point in one random permutation
-        order_rank = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
-        order_rank[rng.permutation(n)] = np.arange(n, dtype=order_rank.dtype)
+    order, next_at = None, 0
+    if criterion == "random":  # uniform without replacement: the points in one random permutation's order
+        order = rng.permutation(n)
+    prefetch = source.prefetch if criterion == "random" and getattr(source, "prefetches", False) else None
     L = np.zeros((min(k, INITIAL_STORE_ROWS),) * 2)  # grown as bases come
     bases: list[int] = []
     ortho = deflation.startswith("ortho_")
@@ -693,22 +738,51 @@ def select_bases(
     n_rounds = 0
     floor = None
     static_scores = None
+
+    def take(j: int) -> bool:  # the dependence check and the source's acceptance of pick j (row m of L)
+        nonlocal L, n_rejected
+        pool.remove(j)
+        m = len(bases)
+        cross, kjj = source.kernel_entries(j, m)
+        tol = DEPENDENCE_TOL * max(kjj, 1e-300)
+        if m == L.shape[0]:
+            L = grown_square(L, m, k)
+        rho = cholesky_append(L, m, cross, kjj, tol)
+        if not rho > tol or not source.accept(j, m):
+            n_rejected += 1  # dependent on the chosen ones (row m of L is overwritten by the next)
+            return False
+        bases.append(j)
+        return True
+
     while len(bases) < k and pool.size and not (path is not None and path.done):
         n_rounds += 1
         draw_state = rng.bit_generator.state if source.distributed else None
+        if criterion == "random":  # no draw: the next points of the order (every candidate scored: the same)
+            cand = order[next_at:]
+            points = source.begin_round(cand, int(order[next_at]))
+            if points is None:
+                n_rounds -= 1
+                break
+            want = min(stage, k - len(bases))
+            picked = 0
+            while picked < want and next_at < n:
+                j = int(order[next_at])
+                next_at += 1
+                if prefetch is not None and source._pending is not None and j not in source._pending:
+                    source._pending = None
+                if prefetch is not None and source._pending is None:
+                    prefetch(order[next_at - 1 : next_at - 1 + RANDOM_PREFETCH], len(bases))
+                picked += take(j)
+            if progress is not None:
+                progress.update(len(bases))
+            continue  # random picks never look at K̃: its deflation would change nothing
         cand = pool.draw(rng, n_candidates)
-        first = None
-        if criterion == "random":
-            score = -order_rank[cand].astype(np.float64)  # earliest in the permutation first
-            first = int(cand[np.argmax(score)])
-        points = source.begin_round(cand, first)
+        points = source.begin_round(cand, None)
         if points is None:  # dask: the PRESS of the last basis, which came with this round, stopped the path
             rng.bit_generator.state = draw_state  # as in memory, where the round is never drawn
             n_rounds -= 1
             break
-        if criterion == "random":
-            pass
-        elif source.distributed:
+        if source.distributed:
             score = _criterion_scores(criterion, *engine.candidate_scores(cand, points), None)
         else:
             if deflation == "none" and static_scores is not None:
@@ -730,20 +804,10 @@ def select_bases(
                 break
             score[at] = -np.inf
             j = int(cand[at])
-            pool.remove(j)
-            m = len(bases)
-            cross, kjj = source.kernel_entries(j, m)
-            tol = DEPENDENCE_TOL * max(kjj, 1e-300)
-            if m == L.shape[0]:
-                L = grown_square(L, m, k)
-            rho = cholesky_append(L, m, cross, kjj, tol)
-            if not rho > tol or not source.accept(j, m):
-                n_rejected += 1  # dependent on the chosen ones (row m of L is overwritten by the next)
-                continue
-            bases.append(j)
-            picks.append(j)
-        if deflation == "none" or criterion == "random" or not picks:
-            continue  # random picks never look at K̃: its deflation would change nothing
+            if take(j):
+                picks.append(j)
+        if deflation == "none" or not picks:
+            continue
         xs = []
         for tau in engine.columns(picks):
             norm = np.sqrt(max(engine.inner(tau, tau), 0.0))
@@ -850,7 +914,9 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         Score only this many random candidates per round (None: all).
         "auto": all while ℓ ≤ ``AUTO_EXHAUSTIVE_MAX_N`` = 1200, above it
         κ = 59 with the implicit deflated kernel (when ``deflated_kernel`` is
-        "auto"), O(ℓr) per basis and nothing ℓ × ℓ.
+        "auto"), O(ℓr) per basis and nothing ℓ × ℓ. The ``random`` criterion
+        scores nothing: it takes the points of one random permutation in order
+        (uniform without replacement) whatever ``n_candidates`` is.
     deflated_kernel : {"auto", "dense", "implicit"}, default "auto"
         ``dense`` keeps the ℓ × ℓ deflated kernel (the paper's algorithm),
         ``implicit`` a Nyström representation ``ΦAΦᵀ`` of rank r ≤ m; ``auto`` is

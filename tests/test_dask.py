@@ -242,7 +242,10 @@ def test_mp_dask_fit_equals_the_in_memory_fit_binary(client, selections, params)
     lazy = MatchingPursuitKFD(**kw).fit(Xd, da.from_array(y, chunks=chunks))
     if not params:
         assert [c for c, _ in selections] == ["pseudo", "random"] * 2
-    _assert_same_selections(selections)
+    # in memory the random selection's cross products come from one GEMM over prefetched rows, on dask from
+    # chunk sums: the same inner products in another order, amplified by the path's smallest λ (2.4e-10 of the
+    # largest coefficient measured)
+    _assert_same_selections(selections, atol=1e-9)
     _assert_same_fit(eager, lazy)
     assert lazy.criterion_ == eager.criterion_ and lazy.n_rounds_ == eager.n_rounds_
     np.testing.assert_allclose(lazy.predict_proba(Xd).compute(), eager.predict_proba(X), rtol=1e-8, atol=1e-12)

@@ -481,3 +481,38 @@ def test_the_leave_one_out_path_reads_the_selections_rows(monkeypatch):
     np.testing.assert_array_equal(shared.support_, own.support_)
     np.testing.assert_array_equal(shared.dual_coef_, own.dual_coef_)
     np.testing.assert_array_equal(shared.decision_function(X), own.decision_function(X))
+
+
+@pytest.mark.parametrize("n", [60, 1300])  # all candidates scored / κ of them (above AUTO_EXHAUSTIVE_MAX_N)
+def test_random_selection_takes_the_points_of_one_permutation_in_order(n):
+    """criterion="random": uniform without replacement, the points of ``rng.permutation(ℓ)`` in order, at every size."""
+    X, y = moons(n, seed=4)
+    model = MatchingPursuitKFD(sigma=SIGMA, n_bases=12, criterion="random", random_state=6).fit(X, y)
+    order = np.random.default_rng(6).permutation(n)
+    np.testing.assert_array_equal(model.bases_, order[: model.bases_.size])  # moons: no dependent point here
+    assert model.bases_.size == 12
+
+
+def test_prefetched_random_rows_give_the_paths_own_cross_products(monkeypatch):
+    """The random selection's prefetched rows and products equal the path computing them itself, one by one."""
+    import kfdnumba.matching_pursuit_kfd as mp
+
+    X, y = moons(100, seed=8)
+    X, y = np.repeat(X, 7, axis=0), np.repeat(y, 7)  # each point 7 times: dependent picks between prefetched ones
+    kw = dict(sigma=SIGMA, criterion="random", random_state=1)
+    monkeypatch.setattr(mp, "RANDOM_PREFETCH_MIN_DIM", 1)  # prefetched on 2 features too
+    calls = []
+    prefetch = mp._MemoryBases.prefetch
+    monkeypatch.setattr(mp._MemoryBases, "prefetch", lambda self, *a: calls.append(1) or prefetch(self, *a))
+    prefetched = _MatchingPursuitKFD(**kw).fit(X, y)
+    n_calls = len(calls)
+    assert n_calls >= 2  # a second block: the first was used up
+    monkeypatch.setattr(mp, "RANDOM_PREFETCH_MIN_DIM", 10**9)
+    alone = _MatchingPursuitKFD(**kw).fit(X, y)
+    assert len(calls) == n_calls  # no prefetch: the path computed every cross product itself
+    np.testing.assert_array_equal(prefetched.bases_, alone.bases_)
+    assert prefetched.loo_size_ == alone.loo_size_ and prefetched.loo_lambda_ == alone.loo_lambda_
+    assert prefetched.n_rejected_ == alone.n_rejected_ > 0 and prefetched.n_rounds_ == alone.n_rounds_
+    # the same inner products summed in another order (one GEMM): rounding, amplified at the smallest λ
+    np.testing.assert_allclose(prefetched.loo_press_, alone.loo_press_, rtol=1e-7)
+    np.testing.assert_allclose(prefetched.decision_function(X), alone.decision_function(X), rtol=1e-7, atol=1e-9)
