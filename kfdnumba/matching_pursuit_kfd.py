@@ -584,13 +584,17 @@ class _MemoryBases:
     def begin_round(self, cand, first):
         return cand
 
-    def prefetch(self, points: np.ndarray, m: int) -> None:
-        """Compute the kernel rows of ``points`` (the random selection's next ones) and what the path needs of them.
+    def prefetch(self, order: np.ndarray, at: int, m: int) -> None:
+        """Make sure the random selection's pick ``order[at]`` is prefetched, with the next points of its order.
 
-        With m rows accepted so far: ``[1ᵀk_p; K_Iᵀk_p]`` for each point (one GEMM over the accepted rows)
+        Unless it is, the kernel rows of ``order[at : at + RANDOM_PREFETCH]`` are computed at once, and
+        with m rows accepted so far ``[1ᵀk_p; K_Iᵀk_p]`` for each point (one GEMM over the accepted rows)
         and the points' products among themselves, so that :meth:`accept` gives the path each pick's
         cross products whatever the picks between (one of them may be refused).
         """
+        if self._pending is not None and int(order[at]) in self._pending:
+            return
+        points = order[at : at + RANDOM_PREFETCH]
         block = self.rows_X.block(self.X[points])
         self._pending = {int(p): i for i, p in enumerate(points)}
         self._block = block
@@ -599,7 +603,7 @@ class _MemoryBases:
             head[0] = block.sum(axis=1)
             if m:
                 head[1:] = (block @ self.C[:m].T).T  # the long operand on the right (see sparse_greedy_kfd)
-            self._head, self._among, self._m0 = head, block @ block.T, m
+            self._head, self._among = head, block @ block.T
         self._stored = []  # block positions accepted since, in the order of the rows of C
 
     def kernel_entries(self, j: int, m: int):
@@ -766,12 +770,10 @@ def select_bases(
             want = min(stage, k - len(bases))
             picked = 0
             while picked < want and next_at < n:
+                if prefetch is not None:
+                    prefetch(order, next_at, len(bases))
                 j = int(order[next_at])
                 next_at += 1
-                if prefetch is not None and source._pending is not None and j not in source._pending:
-                    source._pending = None
-                if prefetch is not None and source._pending is None:
-                    prefetch(order[next_at - 1 : next_at - 1 + RANDOM_PREFETCH], len(bases))
                 picked += take(j)
             if progress is not None:
                 progress.update(len(bases))

@@ -262,20 +262,26 @@ def _optimized_cut(output: np.ndarray, positive: np.ndarray) -> float:
 
 
 class _Slots:
-    """Training index → slot of its stored column, for the points that have one (-1: none).
+    """Training index → slot of its stored column, for the points that have one.
 
-    An array and the list of the points held, not a dict: one-vs-rest fits renumber the slots at most steps
-    once a class has stopped, and a loop over a dict of 2 700 entries took 1 s of USPS digits' 27.
+    The slots in an array (renumbered in one vectorised step), a dict only from index to position there:
+    one-vs-rest fits renumber the slots at most steps once a class has stopped, and renumbering a dict of
+    2 700 entries one by one took 1 s of USPS digits' 27. Memory O(points held), not O(ℓ) (dask fits).
     """
 
-    def __init__(self, n: int, most: int):
-        self.of = np.full(n, -1, dtype=np.int64)
-        self.held = np.empty(min(n, most), dtype=np.intp)
+    def __init__(self, most: int):
+        self.position = {}
+        self.slots = np.empty(most, dtype=np.int64)
         self.n_held = 0
 
+    def get(self, index: int) -> int:
+        """Return the slot of ``index``'s column, -1 if it has none."""
+        at = self.position.get(index)
+        return -1 if at is None else int(self.slots[at])
+
     def add(self, index: int, slot: int) -> None:
-        self.of[index] = slot
-        self.held[self.n_held] = index
+        self.position[index] = self.n_held
+        self.slots[self.n_held] = slot
         self.n_held += 1
 
 
@@ -285,8 +291,8 @@ def _renumber_slots(renumber: np.ndarray | None, slots: np.ndarray, n_bases: np.
         return
     for c in range(slots.shape[0]):
         slots[c, : n_bases[c]] = renumber[slots[c, : n_bases[c]]]
-    held = slot_of.held[: slot_of.n_held]
-    slot_of.of[held] = renumber[slot_of.of[held]]
+    held = slot_of.slots[: slot_of.n_held]
+    held[:] = renumber[held]
 
 
 def _stop_now(history: list[float], window: int, tol: float) -> bool:
@@ -779,7 +785,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
         infeasibility = [[] for _ in range(n_models)]
         scale = np.zeros(n_models)  # first infeasibility (its stopping rule is relative)
         first_rejects = [[] for _ in range(n_models)]
-        slot_of = _Slots(n, n_models * max_bases)  # training index -> slot of its stored column
+        slot_of = _Slots(min(n, n_models * max_bases))  # training index -> slot of its stored column
         n_fixed = 1 + n_models
         n_columns = 0
         step = 0
@@ -905,17 +911,17 @@ class SparseGreedyKFD(SparseKernelClassifier):
                     if not source.loo_append(paths[c], block, j, index, cross, slots[c, :m], kdiag[j]):
                         usable[c, index] = False  # dependent for some λ of the grid
                         continue
-                if slot_of.of[index] < 0:
+                if slot_of.get(index) < 0:
                     slot, renumber = source.store(block, j)
                     _renumber_slots(renumber, slots, n_bases, slot_of)  # the columns stored before this one
                     slot_of.add(index, slot)
                 elif not source.distributed:  # another class's column: back among the GEMM's rows if need be
-                    _renumber_slots(source.revive(int(slot_of.of[index])), slots, n_bases, slot_of)
+                    _renumber_slots(source.revive(slot_of.get(index)), slots, n_bases, slot_of)
                 support[c, m] = index
                 if m == 0 and first_rejects[c]:
                     usable[c, first_rejects[c]] = True
                     first_rejects[c] = []
-                slots[c, m] = slot_of.of[index]
+                slots[c, m] = slot_of.get(index)
                 n_bases[c] = m + 1
                 usable[c, index] = False
                 selection_C[c].append(float(C[c]))

@@ -501,9 +501,15 @@ def test_prefetched_random_rows_give_the_paths_own_cross_products(monkeypatch):
     X, y = np.repeat(X, 7, axis=0), np.repeat(y, 7)  # each point 7 times: dependent picks between prefetched ones
     kw = dict(sigma=SIGMA, criterion="random", random_state=1)
     monkeypatch.setattr(mp, "RANDOM_PREFETCH_MIN_DIM", 1)  # prefetched on 2 features too
-    calls = []
+    calls = []  # the blocks computed (a pick not prefetched yet)
     prefetch = mp._MemoryBases.prefetch
-    monkeypatch.setattr(mp._MemoryBases, "prefetch", lambda self, *a: calls.append(1) or prefetch(self, *a))
+
+    def counting(self, order, at, m):
+        if self._pending is None or int(order[at]) not in self._pending:
+            calls.append(at)
+        prefetch(self, order, at, m)
+
+    monkeypatch.setattr(mp._MemoryBases, "prefetch", counting)
     prefetched = _MatchingPursuitKFD(**kw).fit(X, y)
     n_calls = len(calls)
     assert n_calls >= 2  # a second block: the first was used up
