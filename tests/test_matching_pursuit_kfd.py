@@ -483,9 +483,14 @@ def test_the_leave_one_out_path_reads_the_selections_rows(monkeypatch):
     np.testing.assert_array_equal(shared.decision_function(X), own.decision_function(X))
 
 
+@pytest.mark.parametrize("prefetch", [False, True])
 @pytest.mark.parametrize("n", [60, 1300])  # all candidates scored / κ of them (above AUTO_EXHAUSTIVE_MAX_N)
-def test_random_selection_takes_the_points_of_one_permutation_in_order(n):
+def test_random_selection_takes_the_points_of_one_permutation_in_order(n, prefetch, monkeypatch):
     """criterion="random": uniform without replacement, the points of ``rng.permutation(ℓ)`` in order, at every size."""
+    import kfdnumba.matching_pursuit_kfd as mp
+
+    if prefetch:  # the rows of the next points at once (here without a leave-one-out path: n_bases fixed)
+        monkeypatch.setattr(mp, "RANDOM_PREFETCH_MIN_DIM", 1)
     X, y = moons(n, seed=4)
     model = MatchingPursuitKFD(sigma=SIGMA, n_bases=12, criterion="random", random_state=6).fit(X, y)
     order = np.random.default_rng(6).permutation(n)
