@@ -24,6 +24,7 @@ from ._jit import jit
 
 __all__ = [
     "forward_substitution",
+    "forward_substitution_columns",
     "back_substitution",
     "cholesky_append",
     "cholesky_solve",
@@ -74,6 +75,27 @@ def forward_substitution(L, m, b):
             s -= L[i, k] * x[k]
         x[i] = s / L[i, i]
     return x
+
+
+@jit(parallel=False)
+def forward_substitution_columns(L, m, B):
+    """Solve ``L[:m, :m] X = B[:m]`` for the few columns of B at once (L lower triangular; B any layout).
+
+    For a handful of right-hand sides, without ``scipy.linalg.solve_triangular``'s per-call checks (about 40 µs,
+    most of a greedy step's solve at a few dozen nodes).
+    """
+    k = B.shape[1]
+    X = np.empty((m, k))
+    for i in range(m):
+        for c in range(k):
+            X[i, c] = B[i, c]
+        for j in range(i):
+            a = L[i, j]
+            for c in range(k):
+                X[i, c] -= a * X[j, c]
+        for c in range(k):
+            X[i, c] /= L[i, i]
+    return X
 
 
 @jit(parallel=False)

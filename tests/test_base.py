@@ -506,3 +506,20 @@ def test_a_model_no_better_than_chance_is_warned_about(name, cls):
     with pytest.warns(NoSkillWarning, match=r"separate class 0 \(t = [^)]*\) from the rest") as seen:
         cls(sigma=1.0, random_state=0).fit(X3, y3)
     assert "class 1" not in str(seen[0].message) and "class 2" not in str(seen[0].message)
+
+
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_forward_substitution_columns_equals_a_direct_triangular_solve(layout):
+    """The multi-column forward substitution (ReformativeKFD's candidates) against scipy's triangular solve."""
+    import scipy.linalg
+
+    from kfdnumba._linalg import forward_substitution_columns
+
+    r = np.random.default_rng(12)
+    A = r.standard_normal((30, 30))
+    L = np.zeros((40, 40))  # the factor lives in the corner of a larger store, as in the greedy paths
+    L[:30, :30] = np.linalg.cholesky(A @ A.T + 30 * np.eye(30))
+    B = np.asarray(r.standard_normal((30, 5)), order=layout)
+    for m in (0, 1, 17, 30):
+        expected = scipy.linalg.solve_triangular(L[:m, :m], B[:m], lower=True) if m else np.zeros((0, 5))
+        np.testing.assert_allclose(forward_substitution_columns(L, m, B), expected, rtol=1e-12, atol=1e-12)
