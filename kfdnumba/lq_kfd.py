@@ -443,12 +443,14 @@ def _woodbury_solve(P, active, psi, ridge_value, exempt_bias, rhs):
     T = np.zeros((width, width), order="F")
     w = np.zeros(width)
     x = np.empty(m)
+    chunks = [(lo, min(m, lo + step)) for lo in range(start, m, step)]
+    kept = None  # the rows of C when they are one chunk: formed once for both passes
     with blas_section(float(m) * width * width + width**3 / 3.0, min_work=ALTERNATING_BLAS_MIN_WORK):
-        for lo in range(start, m, step):
-            hi = min(m, lo + step)
+        for lo, hi in chunks:
             C = psi[lo:hi, None] * P[active[lo:hi]]
             T = dsyrk(1.0, C.T, beta=1.0, c=T, trans=0, lower=0, overwrite_c=1)  # += C_chunkᵀ C_chunk (upper)
             w += C.T @ rhs[lo:hi]
+            kept = C if len(chunks) == 1 else None
         T[np.diag_indices(width)] += c
         factor = _cholesky_upper(T)
         if exempt_bias:
@@ -462,9 +464,9 @@ def _woodbury_solve(P, active, psi, ridge_value, exempt_bias, rhs):
             y = t_w + (c * x[0]) * t_b
         else:
             y = _cholesky_solve_upper(factor, w)
-        for lo in range(start, m, step):
-            hi = min(m, lo + step)
-            x[lo:hi] = (rhs[lo:hi] - (psi[lo:hi, None] * P[active[lo:hi]]) @ y) / c
+        for lo, hi in chunks:
+            C = kept if kept is not None else psi[lo:hi, None] * P[active[lo:hi]]
+            x[lo:hi] = (rhs[lo:hi] - C @ y) / c
     return x
 
 
