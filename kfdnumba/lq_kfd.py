@@ -403,12 +403,13 @@ def _pivoted_cholesky(kernel, X: np.ndarray, max_rank: int, tol: float) -> tuple
     residual = np.array(kernel.diag(X), dtype=np.float64)
     scale = float(residual.max(initial=0.0))
     factor_t = np.empty((max_rank, n))
+    rows = kernel.prepare(X)  # X centred (and transposed) once for every pivot's kernel row
     k = 0
     while k < max_rank:
         pivot = int(np.argmax(residual))
         if not residual[pivot] > tol * scale:
             break
-        column = kernel.block(X, X[pivot : pivot + 1]).ravel()  # K[:, p]
+        column = rows.block(X[pivot : pivot + 1])[0]  # K[p, :] = K[:, p]
         _pivoted_cholesky_column.run(n * (k + 2), factor_t, k, pivot, column, residual)
         k += 1
     ratio = float(residual.max(initial=0.0) / scale) if scale > 0 else 0.0
