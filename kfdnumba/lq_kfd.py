@@ -367,6 +367,8 @@ def _cholesky_upper(a: np.ndarray) -> np.ndarray:
     its wrapper's checks (tens of µs per call; the majorize–minimize loop factors a small system 240 times
     per fit). Raises ``np.linalg.LinAlgError`` when ``a`` is not positive definite.
     """
+    if a.shape[0] == 0:  # nothing active: as scipy's wrapper, an empty factor
+        return a
     factor, info = scipy.linalg.lapack.dpotrf(a, lower=0, clean=0, overwrite_a=1)
     if info > 0:
         raise np.linalg.LinAlgError(f"{info}-th leading minor not positive definite")
@@ -377,6 +379,8 @@ def _cholesky_upper(a: np.ndarray) -> np.ndarray:
 
 def _cholesky_solve_upper(factor: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """LAPACK ``potrs`` with the factor of :func:`_cholesky_upper` (``scipy.linalg.cho_solve`` without its checks)."""
+    if factor.shape[0] == 0:
+        return np.zeros(np.shape(rhs))
     x, info = scipy.linalg.lapack.dpotrs(factor, rhs, lower=0)
     if info != 0:  # pragma: no cover - LAPACK argument error
         raise RuntimeError(f"dpotrs failed (info={info})")

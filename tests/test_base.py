@@ -244,7 +244,7 @@ def _refusals(name):
 def test_failed_refit_leaves_an_unfitted_estimator(name, cls, monkeypatch):
     import scipy.linalg
 
-    from kfdnumba import DDAClassifier
+    from kfdnumba import DDAClassifier, lq_kfd
 
     cls = cls or DDAClassifier
     X, y = two_blobs(40, seed=4)
@@ -261,7 +261,8 @@ def test_failed_refit_leaves_an_unfitted_estimator(name, cls, monkeypatch):
                 def refuse(*args, **kwargs):
                     raise np.linalg.LinAlgError("not positive definite")
 
-                m.setattr(scipy.linalg, "cho_factor", refuse)
+                m.setattr(scipy.linalg, "cho_factor", refuse)  # KFD's
+                m.setattr(lq_kfd, "_cholesky_upper", refuse)  # LqKFD's (LAPACK potrf without scipy's wrapper)
             elif patch == "inner":
                 target = "_fit_im" if name == "DDAClassifier" else "_store_expansions"
 

@@ -676,3 +676,25 @@ def test_q_auto_with_a_fixed_rho_is_the_convex_model():
     convex = _LqKFD(sigma=1.0, rho=1e-3, q=1.0).fit(X, y)
     np.testing.assert_array_equal(auto.support_, convex.support_)
     np.testing.assert_array_equal(auto.alpha_, convex.alpha_)
+
+
+def test_lapack_cholesky_helpers_equal_scipys_wrappers():
+    """LqKFD's potrf / potrs calls give scipy's cho_factor / cho_solve, also on an empty and a non-PD system."""
+    import scipy.linalg
+
+    from kfdnumba.lq_kfd import _cholesky_solve_upper, _cholesky_upper, _solve_scaled
+
+    r = np.random.default_rng(3)
+    for m in (0, 1, 7):
+        A = r.standard_normal((m, m))
+        S = A @ A.T + m * np.eye(m)
+        b = r.standard_normal(m)
+        B = r.standard_normal((m, 2))
+        expected = scipy.linalg.cho_solve(scipy.linalg.cho_factor(S), b) if m else np.zeros(0)
+        np.testing.assert_allclose(_solve_scaled(np.tril(S).copy(), b), expected, rtol=1e-12, atol=1e-12)
+        factor = _cholesky_upper(np.array(S, order="F"))  # a copy: overwritten
+        solved = _cholesky_solve_upper(factor, B)
+        assert solved.shape == (m, 2)
+        np.testing.assert_allclose(S @ solved, B, rtol=1e-10, atol=1e-10)
+    with pytest.raises(np.linalg.LinAlgError):
+        _cholesky_upper(np.asfortranarray(-np.eye(3)))
