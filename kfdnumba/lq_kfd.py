@@ -106,7 +106,7 @@ from ._base import (
     register,
 )
 from ._jit import jit
-from ._linalg import row_gram_lower
+from ._linalg import cholesky_solve_upper, cholesky_upper, row_gram_lower
 from ._loo import LooPath, default_lambdas, loo_expansion
 from ._threads import ALTERNATING_BLAS_MIN_WORK, blas_section
 
@@ -360,37 +360,10 @@ LOO_MAX_PREFIX = 500
 
 
 # ----------------------------------------------------------------- linear algebra
-def _cholesky_upper(a: np.ndarray) -> np.ndarray:
-    """LAPACK ``potrf`` of the upper triangle of the Fortran-order ``a`` (overwritten): the factor U, ``a = UᵀU``.
-
-    What ``scipy.linalg.cho_factor(a, lower=False, overwrite_a=True, check_finite=False)`` computes, without
-    its wrapper's checks (tens of µs per call; the majorize–minimize loop factors a small system 240 times
-    per fit). Raises ``np.linalg.LinAlgError`` when ``a`` is not positive definite.
-    """
-    if a.shape[0] == 0:  # nothing active: as scipy's wrapper, an empty factor
-        return a
-    factor, info = scipy.linalg.lapack.dpotrf(a, lower=0, clean=0, overwrite_a=1)
-    if info > 0:
-        raise np.linalg.LinAlgError(f"{info}-th leading minor not positive definite")
-    if info < 0:  # pragma: no cover - LAPACK argument error
-        raise RuntimeError(f"dpotrf failed (info={info})")
-    return factor
-
-
-def _cholesky_solve_upper(factor: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """LAPACK ``potrs`` with the factor of :func:`_cholesky_upper` (``scipy.linalg.cho_solve`` without its checks)."""
-    if factor.shape[0] == 0:
-        return np.zeros(np.shape(rhs))
-    x, info = scipy.linalg.lapack.dpotrs(factor, rhs, lower=0)
-    if info != 0:  # pragma: no cover - LAPACK argument error
-        raise RuntimeError(f"dpotrs failed (info={info})")
-    return x
-
-
 def _solve_scaled(system: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """Solve the SPD system whose lower triangle is in ``system`` (overwritten), LAPACK Cholesky."""
     # The C-order lower triangle is the upper triangle of the Fortran-order transpose: no copy.
-    return _cholesky_solve_upper(_cholesky_upper(system.T), rhs)
+    return cholesky_solve_upper(cholesky_upper(system.T), rhs)
 
 
 def _pivoted_cholesky(kernel, X: np.ndarray, max_rank: int, tol: float) -> tuple[np.ndarray, float]:
@@ -457,10 +430,10 @@ def _woodbury_solve(P, active, psi, ridge_value, exempt_bias, rhs):
             w += C.T @ rhs[lo:hi]
             kept = C if len(chunks) == 1 else None
         T[np.diag_indices(width)] += c
-        factor = _cholesky_upper(T)
+        factor = cholesky_upper(T)
         if exempt_bias:
             c_b = psi[0] * P[active[0]]
-            solved = _cholesky_solve_upper(factor, np.column_stack([w, c_b]))
+            solved = cholesky_solve_upper(factor, np.column_stack([w, c_b]))
             t_w, t_b = solved[:, 0], solved[:, 1]
             sigma = c * float(c_b @ t_b)  # Schur complement of the bias row
             if not (np.isfinite(sigma) and sigma > 0.0):
@@ -468,7 +441,7 @@ def _woodbury_solve(P, active, psi, ridge_value, exempt_bias, rhs):
             x[0] = (rhs[0] - float(c_b @ t_w)) / sigma
             y = t_w + (c * x[0]) * t_b
         else:
-            y = _cholesky_solve_upper(factor, w)
+            y = cholesky_solve_upper(factor, w)
         for lo, hi in chunks:
             C = kept if kept is not None else psi[lo:hi, None] * P[active[lo:hi]]
             x[lo:hi] = (rhs[lo:hi] - C @ y) / c

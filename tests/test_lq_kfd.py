@@ -682,7 +682,8 @@ def test_lapack_cholesky_helpers_equal_scipys_wrappers():
     """LqKFD's potrf / potrs calls give scipy's cho_factor / cho_solve, also on an empty and a non-PD system."""
     import scipy.linalg
 
-    from kfdnumba.lq_kfd import _cholesky_solve_upper, _cholesky_upper, _solve_scaled
+    from kfdnumba._linalg import cholesky_solve_upper, cholesky_upper
+    from kfdnumba.lq_kfd import _solve_scaled
 
     r = np.random.default_rng(3)
     for m in (0, 1, 7):
@@ -692,9 +693,9 @@ def test_lapack_cholesky_helpers_equal_scipys_wrappers():
         B = r.standard_normal((m, 2))
         expected = scipy.linalg.cho_solve(scipy.linalg.cho_factor(S), b) if m else np.zeros(0)
         np.testing.assert_allclose(_solve_scaled(np.tril(S).copy(), b), expected, rtol=1e-12, atol=1e-12)
-        factor = _cholesky_upper(np.array(S, order="F"))  # a copy: overwritten
-        solved = _cholesky_solve_upper(factor, B)
+        factor = cholesky_upper(np.array(S, order="F"))  # a copy: overwritten
+        solved = cholesky_solve_upper(factor, B)
         assert solved.shape == (m, 2)
         np.testing.assert_allclose(S @ solved, B, rtol=1e-10, atol=1e-10)
     with pytest.raises(np.linalg.LinAlgError):
-        _cholesky_upper(np.asfortranarray(-np.eye(3)))
+        cholesky_upper(np.asfortranarray(-np.eye(3)))
