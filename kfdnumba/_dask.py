@@ -95,8 +95,8 @@ the final model comes from per-chunk moments (:meth:`DaskColumns.loo_expansion`)
 Workers: a chunk's rows, targets, its share of the accepted columns (stored or recomputed, as
 above) and of the leave-one-out fits; during the Φ pass one block of ``block · (m + r)``
 floats. Client, per selection: the m landmark rows, T, G and A (r × r), the accepted points
-and factors, and ℓ-length only the random criterion's rank of each point in its permutation
-(4 bytes per point, int32; 16 bytes per point while it is drawn); the candidate pool is the
+and factors, and ℓ-length only the random criterion's permutation of the points (4 bytes per
+point, int32; 12 bytes per point while it is drawn); the candidate pool is the
 sorted list of picked points (``_CandidatePool``: no ℓ-length mask). Refused on dask, with
 a ValueError: the dense ℓ × ℓ deflated kernel and scoring every point per round (the
 defaults below 2000 points), the within-class criteria "optimal"/"reverse" (their scores

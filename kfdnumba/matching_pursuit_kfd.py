@@ -95,7 +95,7 @@ fit") the same selection runs with the candidate subset on the implicit K̃:
 (:class:`_CandidatePool`, the same draws as an ℓ-length mask); the engine there,
 :class:`_ClientDeflatedKernel`, holds ``ΦᵀΦ`` and ``Φᵀd`` reduced over the chunks
 and makes the κ candidates' rows of Φ from their points, so the client holds
-nothing ℓ-long but the random criterion's permutation ranks (4 bytes per point).
+nothing ℓ-long but the random criterion's permutation (4 bytes per point).
 """
 
 from __future__ import annotations
@@ -731,6 +731,8 @@ def select_bases(
     order, next_at = None, 0
     if criterion == "random":  # uniform without replacement: the points in one random permutation's order
         order = rng.permutation(n)
+        if n < 2**31:  # held for the whole selection: 4 bytes per point (on dask the client's only ℓ-long array)
+            order = order.astype(np.int32)
     prefetch = source.prefetch if criterion == "random" and getattr(source, "prefetches", False) else None
     L = np.zeros((min(k, INITIAL_STORE_ROWS),) * 2)  # grown as bases come
     bases: list[int] = []
