@@ -108,6 +108,16 @@ def _with_sklearn_base(ours: type, sklearn_path: str) -> type:
 _BRIDGED: dict = {}
 
 
+#: The error of a chosen model whose training class means do not separate (shared by the leave-one-out fits).
+NO_SEPARATION = (
+    "no separation between the class means of the chosen model (degenerate data, or a kernel width or "
+    "regulariser far from the data's scale)."
+)
+#: :meth:`KernelClassifier._store_expansions` refuses training outputs from this size on: their squares (the
+#: class variances of the probability model) would overflow float64.
+MAX_OUTPUT = 1e150
+
+
 class DataConversionWarning(UserWarning):
     """A column-vector y was flattened to 1-D."""
 
@@ -292,8 +302,8 @@ def plain_label(classes: np.ndarray, i: int):
     return classes[[i]].tolist()[0]
 
 
-def check_labels(y, n_samples: int, min_per_class: int = 2) -> tuple[np.ndarray, np.ndarray]:
-    """Validate y; return (classes_, encoded labels 0..C-1)."""
+def _labels_1d(y, stacklevel: int = 3) -> np.ndarray:
+    """Return y as a 1-D array: a column vector is flattened with a ``DataConversionWarning``, as scikit-learn does."""
     if y is None:
         raise ValueError("This classifier requires y to be passed, but the target y is None.")
     y = np.asarray(y)
@@ -301,11 +311,17 @@ def check_labels(y, n_samples: int, min_per_class: int = 2) -> tuple[np.ndarray,
         warnings.warn(
             "A column-vector y was passed when a 1d array was expected; it was flattened to (n_samples,).",
             _with_sklearn_base(DataConversionWarning, "sklearn.exceptions.DataConversionWarning"),
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
         y = y.ravel()
     if y.ndim != 1:
         raise ValueError(f"y must be 1-D (n_samples,); got shape {y.shape}.")
+    return y
+
+
+def check_labels(y, n_samples: int, min_per_class: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Validate y; return (classes_, encoded labels 0..C-1)."""
+    y = _labels_1d(y, stacklevel=4)
     if y.shape[0] != n_samples:
         raise ValueError(f"X and y have inconsistent numbers of samples: {n_samples} and {y.shape[0]}.")
     if y.dtype.kind == "c":
@@ -746,12 +762,24 @@ class ClassifierMixin:
         )
 
     def score(self, X, y, sample_weight=None) -> float:
-        """Mean accuracy on (X, y)."""
-        hit = (self.predict(X) == np.asarray(y)).astype(np.float64)
+        """Mean accuracy on (X, y), weighted by ``sample_weight`` (y checked as in ``fit``)."""
+        predicted = self.predict(X)
+        n = predicted.shape[0]
+        y = _labels_1d(y)
+        if y.shape[0] != n:
+            raise ValueError(f"X and y have inconsistent numbers of samples: {n} and {y.shape[0]}.")
+        hit = (predicted == y).astype(np.float64)
         if sample_weight is None:
             return float(hit.mean())
         w = np.asarray(sample_weight, dtype=np.float64)
-        return float((hit * w).sum() / w.sum())
+        if w.shape != (n,):
+            raise ValueError(f"sample_weight must have shape ({n},) like y; got {w.shape}.")
+        if not np.isfinite(w).all() or np.any(w < 0):
+            raise ValueError("sample_weight must be finite and non-negative.")
+        total = float(w.sum())
+        if not total > 0:
+            raise ValueError("sample_weight sums to zero: no sample to score.")
+        return float((hit * w).sum() / total)
 
 
 @dataclass(kw_only=True, eq=False)
@@ -889,6 +917,12 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
                     out = np.asarray(e.train_output, dtype=np.float64) - e.threshold
                 else:
                     out = self.kernel_.expansion(X, self.support_vectors_, coef[:, c]) + intercept[c]
+                largest = float(np.max(np.abs(out))) if out.size else 0.0
+                if not largest < MAX_OUTPUT:  # their squares (the variances) would overflow, or they already did
+                    raise ValueError(
+                        f"the fitted model's outputs reach {largest:.3g} on the training data, beyond what float64 "
+                        "can price: a regulariser or sigma far outside the data's scale?"
+                    )
                 for k, label in enumerate((-1.0, 1.0)):
                     values = out[y == label]
                     means[c, k] = values.mean()
@@ -897,9 +931,11 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
                 _, _, pooled = pooled_class_stats(out, y > 0)
                 n_pos = float(np.count_nonzero(y > 0))
                 counts = (y.shape[0] - n_pos, n_pos) if e.validation_output is not None else None
-            scale = max(float(np.abs(means[c]).max()), 1e-12)
-            pooled = max(pooled, (1e-6 * scale) ** 2)
-            slope[c] = max(means[c, 1] - means[c, 0], 0.0) / pooled
+            scale = float(np.abs(means[c]).max())
+            scale = scale if scale > 0 else 1.0  # relative floors: outputs of 1e-27 are a model too (LqKFD, large ρ)
+            pooled = max(pooled, (1e-6 * scale) * (1e-6 * scale))
+            # a positive slope even without separation: P(classes_[1]) > 0.5 exactly where predict says so
+            slope[c] = max(means[c, 1] - means[c, 0], 1e-9 * scale) / pooled
             if counts is not None:  # leave-one-out outputs: does the model separate the classes?
                 t = skill_t(means[c], pooled, *counts)
                 if not t >= NO_SKILL_T:

@@ -146,8 +146,8 @@ import dask.array as da
 import numpy as np
 from dask.sizeof import sizeof
 
-from ._base import KernelExpansion, class_moments, cut_from_moments, is_dask_array
-from ._kernels import Kernel
+from ._base import NO_SEPARATION, KernelExpansion, class_moments, cut_from_moments, is_dask_array
+from ._kernels import Kernel, check_scale, checked_kernel
 from ._linalg import back_substitution
 from ._loo import (
     _HAT_MARGIN,
@@ -335,6 +335,7 @@ def _chunk_check(X, y) -> dict:
     X = X.astype(np.float64, copy=False)
     report["finite"] = bool(np.isfinite(X).all())
     report["sum"] = X.sum(axis=0) if report["finite"] else None
+    report["largest"] = float(np.max(np.abs(X))) if report["finite"] and X.size else 0.0
     labels = y.ravel()
     report["y_finite"] = bool(np.isfinite(labels).all()) if labels.dtype.kind == "f" else True
     if report["y_finite"] and labels.shape[0]:
@@ -744,15 +745,19 @@ class DaskTrainingSet:
                 f"class {small!r} has {counts.min()} sample(s); each class needs at least {min_per_class}."
             )
         n = int(offsets[-1])
+        largest = max(r["largest"] for r in reports)
+        check_scale(largest, X.shape[1])  # as in memory (kfdnumba._kernels.make_kernel)
+        auto = kernel_name != "linear" and isinstance(sigma, str)
         if kernel_name == "linear":
-            kernel = Kernel("linear", 1.0)
-        elif isinstance(sigma, str):  # σ² = total variance of the features (kfdnumba._kernels.auto_sigma)
+            value = 1.0
+        elif auto:  # σ² = total variance of the features (kfdnumba._kernels.auto_sigma)
             mean = sum(r["sum"] for r in reports) / n
             squares = client.gather([client.submit(_chunk_squares, xf, mean) for xf in x_parts])
             total = float((sum(squares) / n).sum()) if n > 1 else 0.0
-            kernel = Kernel("rbf", float(np.sqrt(total)) if total > 0 else 1.0)
+            value = float(np.sqrt(total)) if total > 0 else 1.0
         else:
-            kernel = Kernel("rbf", float(sigma))
+            value = float(sigma)
+        kernel = checked_kernel(kernel_name, value, largest, X.shape[1], auto)
         return cls(client, x_parts, y_parts, offsets, classes, counts, kernel, X.shape[1])
 
     def columns(self, positive_class: int | None = None, **options) -> DaskColumns:
@@ -1072,7 +1077,7 @@ class DaskColumns:
         train, loo = self._moments([("loo", c, a if final else -1)])[0]
         m_neg, m_pos = train[0, 1], train[1, 1]
         if not m_pos > m_neg:
-            raise ValueError("no separation between the class means of the chosen model (degenerate data or sigma).")
+            raise ValueError(NO_SEPARATION)
         scale = 2.0 / (m_pos - m_neg)
         threshold = 0.5 * (m_pos + m_neg)
         if cut == "auto":  # kfdnumba._base.auto_cut on the leave-one-out outputs

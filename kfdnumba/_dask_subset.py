@@ -40,6 +40,7 @@ import numpy as np
 
 from . import _base
 from ._base import (
+    NO_SEPARATION,
     KernelClassifier,
     KernelExpansion,
     _path_press,
@@ -276,7 +277,7 @@ def _expansion(estimator, t, expansion, rows, support, refit, cut, n) -> KernelE
     train, loo = train_all[t, a], loo_all[t, a]
     m_neg, m_pos = train[0, 1], train[1, 1]
     if not m_pos > m_neg:
-        raise ValueError("no separation between the class means of the chosen model (degenerate data or sigma).")
+        raise ValueError(NO_SEPARATION)
     scale = 2.0 / (m_pos - m_neg)
     threshold = 0.5 * (m_pos + m_neg)
     if cut in ("auto", "bayes"):  # on the leave-one-out outputs ("auto") or the training outputs ("bayes")

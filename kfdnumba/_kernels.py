@@ -450,9 +450,44 @@ class KernelRows:
         return out
 
 
-def make_kernel(name: str, sigma, X: np.ndarray) -> Kernel:
-    """Resolve the estimator's ``kernel``/``sigma`` parameters on training data X."""
+#: The kernels refuse training data whose squared norms reach this: kernel values are products of the
+#: features and the selection scores square them, which overflows float64 near 1e308 (a matching-pursuit
+#: fit of the linear kernel on values of 1e100 never ended: every score was inf). Values up to about
+#: 1e75 per feature pass.
+MAX_SQUARED_NORM = 1e150
+
+
+def check_scale(largest: float, n_features: int) -> None:
+    """ValueError when training data with values up to ``largest`` would overflow the kernel arithmetic."""
+    if not largest * largest * n_features < MAX_SQUARED_NORM:
+        raise ValueError(
+            f"X has values up to {largest:.3g} in absolute value: its squared norms would overflow the kernel "
+            "arithmetic. Scale X (e.g. with scikit-learn's StandardScaler)."
+        )
+
+
+def checked_kernel(name: str, sigma: float, largest: float, n_features: int, auto: bool = False) -> Kernel:
+    """Return the kernel of resolved parameters, or a ValueError when the data or σ exceed float64's range.
+
+    ``largest``: the largest absolute value in the training X; ``auto``: σ came from ``sigma="auto"``.
+    """
+    check_scale(largest, n_features)
     if name == "linear":
         return Kernel("linear", 1.0)
-    value = auto_sigma(X) if isinstance(sigma, str) else float(sigma)
-    return Kernel("rbf", value)
+    square = sigma * sigma
+    if not (0.0 < square < math.inf and math.isfinite(0.5 / square)):
+        what = f"sigma='auto' gives {sigma:.3g} (the spread of X)" if auto else f"sigma={sigma!r}"
+        raise ValueError(
+            f"{what}, outside what float64 arithmetic can use (1 / (2 sigma²) must be a positive finite "
+            "number): " + ("scale X (e.g. with scikit-learn's StandardScaler)." if auto else "choose another sigma.")
+        )
+    return Kernel("rbf", sigma)
+
+
+def make_kernel(name: str, sigma, X: np.ndarray) -> Kernel:
+    """Resolve the estimator's ``kernel``/``sigma`` parameters on training data X (:func:`checked_kernel`)."""
+    auto = isinstance(sigma, str)
+    largest = float(np.max(np.abs(X))) if X.size else 0.0
+    check_scale(largest, X.shape[1])  # before σ = "auto", whose variance would overflow
+    value = 1.0 if name == "linear" else (auto_sigma(X) if auto else float(sigma))
+    return checked_kernel(name, value, largest, X.shape[1], auto)

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from ._base import KernelExpansion, auto_cut, charge, choose_threshold
+from ._base import NO_SEPARATION, KernelExpansion, auto_cut, charge, choose_threshold
 from ._jit import jit
 from ._linalg import back_substitution, forward_substitution
 from ._threads import ALTERNATING_BLAS_MIN_WORK, blas_section
@@ -685,7 +685,7 @@ def loo_expansion(
     f = choice.train_output
     m_pos, m_neg = float(f[positive].mean()), float(f[~positive].mean())
     if not m_pos > m_neg:
-        raise ValueError("no separation between the class means of the chosen model (degenerate data or sigma).")
+        raise ValueError(NO_SEPARATION)
     scale = 2.0 / (m_pos - m_neg)
     midpoint = 0.5 * (m_pos + m_neg)
     if threshold == "auto":

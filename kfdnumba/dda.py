@@ -113,10 +113,14 @@ from ._base import (
     lazy_on_dask,
 )
 from ._jit import jit
+from ._kernels import MAX_SQUARED_NORM
 from ._threads import blas_section, thread_policy
 
 __all__ = ["DDA", "DDAClassifier"]
 
+#: The fit refuses data whose largest squared distance from the mean is below this (1e-155 for every feature
+#: underflowed the IM iterations; the upper bound is the kernels', ``MAX_SQUARED_NORM``).
+MIN_SQUARED_SPREAD = 1e-280
 #: δ of the between-class term, relative to the median between-class distance at the start.
 _BETWEEN_OFFSET = 1e-3
 #: Smallest floor actually used (relative to Ψ(median within distance)), so that ε = 0 never gives log 0.
@@ -795,7 +799,8 @@ class DDA(BaseEstimator):
         The floor strength s used; ``epsilon_``, ``huber_c_``, ``length_``,
         ``offset_`` the absolute ε, c, r and δ.
     cv_errors_ : dict or None
-        Inner-CV 1-NN error rate after each step (array of max_iter + 1) for
+        Inner-CV 1-NN error rate after each step (0 … the longest inner run,
+        at most max_iter; a run that stopped earlier keeps its last error) for
         every candidate floor; None without inner CV.
     stop_reason_ : str
         Why the final iteration ended: "tol", "max_iter", "early_stopping"
@@ -868,10 +873,27 @@ class DDA(BaseEstimator):
         with self._fitting():
             return self._fit(X, y)
 
+    def _check_spread(self, X) -> None:
+        """ValueError when the distances of X (times ``length``) would overflow or underflow float64's squares."""
+        spread = float(np.max(np.abs(X - X.mean(axis=0))))
+        if spread == 0.0:
+            return  # every point the same: the fit says so
+        radius = 1.0 if self.length == "auto" else float(self.length)
+        squared = spread * spread * X.shape[1]
+        if not (squared * radius * radius < MAX_SQUARED_NORM and spread * spread > MIN_SQUARED_SPREAD):
+            what = f"X's points differ by up to {spread:.3g}" + (
+                "" if self.length == "auto" else f", length={radius:g}"
+            )
+            raise ValueError(
+                f"{what}: their squared distances are outside float64's range. Scale X (e.g. with scikit-learn's "
+                "StandardScaler)" + ("." if self.length == "auto" else " or choose another length.")
+            )
+
     def _fit(self, X, y):
         self._validate_params()
         X = check_array(X)
         classes, encoded = check_labels(y, X.shape[0], 2)
+        self._check_spread(X)
         if self.n_components is not None and self.n_components > X.shape[1]:
             raise ValueError(f"n_components={self.n_components} is larger than the number of features ({X.shape[1]}).")
         self.classes_ = classes
@@ -907,7 +929,7 @@ class DDA(BaseEstimator):
             self._log("inner CV impossible (a class has 1 sample per fold); using the middle floor, all steps")
             return grid[len(grid) // 2], self.max_iter, None
         folds = _stratified_folds(encoded, n_folds, rng)
-        errors = np.zeros((len(grid), self.max_iter + 1))
+        runs = [[] for _ in grid]  # each fold's errors after every step it ran, per floor
         for f in range(n_folds):
             train, test = folds != f, folds == f
             present, sub_encoded = np.unique(encoded[train], return_inverse=True)
@@ -921,7 +943,15 @@ class DDA(BaseEstimator):
                 res = self._fit_im(
                     X[train], sub_encoded.astype(np.intp), present.shape[0], s, self.max_iter, rng, validation
                 )
-                errors[g] += res["validation_errors"]
+                runs[g].append(res["validation_errors"])
+        # up to the longest run (not max_iter + 1 columns: max_iter=10**9 would allocate gigabytes for runs that
+        # stop by tol after a few steps); a run that stopped earlier keeps its last error
+        width = max((r.shape[0] for floor in runs for r in floor), default=1)
+        errors = np.zeros((len(grid), width))
+        for g, floor in enumerate(runs):
+            for r in floor:
+                errors[g, : r.shape[0]] += r
+                errors[g, r.shape[0] :] += r[-1]
         errors /= encoded.shape[0]
         eligible = errors.copy()
         if not self.early_stopping:  # choose the floor on the error after all the steps
@@ -929,7 +959,7 @@ class DDA(BaseEstimator):
         best = eligible.min()
         rows, cols = np.nonzero(eligible <= best + 1e-12)
         g = int(rows.max())
-        steps = int(cols[rows == g].min())
+        steps = int(cols[rows == g].min()) if self.early_stopping else self.max_iter
         table = {s: errors[i] for i, s in enumerate(grid)}
         self._log(f"inner {n_folds}-fold CV: best 1-NN error {best:.4f} at floor {grid[g]:g}, {steps} steps")
         return grid[g], steps, table
@@ -938,7 +968,7 @@ class DDA(BaseEstimator):
         """Run iterative majorization for one floor strength, at most ``n_steps`` steps.
 
         With ``validation = (X_val, codes_val)`` also return the 1-NN error count
-        on it after every step (``validation_errors``, length ``max_iter + 1``),
+        on it after every step run (``validation_errors``, one more than the steps),
         measured with the full T (the rank truncation drops only directions
         below ``rank_tol``). ``stop_reason_`` says why the loop ended: "tol",
         "max_iter", "early_stopping" (``n_steps`` < ``max_iter`` steps, as the
@@ -951,7 +981,12 @@ class DDA(BaseEstimator):
         if validation is not None:
             validation = (np.ascontiguousarray(validation[0] - centre), validation[1])
         labels = encoded.astype(np.int64)
-        n_nbrs = 0 if self.within_neighbours is None else int(self.within_neighbours)
+        # more neighbours than the largest class has other members add only padding (the same model)
+        n_nbrs = (
+            0
+            if self.within_neighbours is None
+            else min(int(self.within_neighbours), int(np.bincount(encoded).max()) - 1)
+        )
         alpha, beta = _class_weights(encoded, n_classes, self.class_terms, n_nbrs)
         # Start: identity for the full T, the top-k principal directions otherwise, scaled to ||T||_F = r.
         if k == m:
@@ -1001,9 +1036,8 @@ class DDA(BaseEstimator):
             "stop_reason_": stop_reason,
             "n_relaxed_": n_relaxed,
         }
-        if validation is not None:
-            pad = self.max_iter + 1 - len(val_errors)
-            result["validation_errors"] = np.asarray(val_errors + [val_errors[-1]] * pad, dtype=np.float64)
+        if validation is not None:  # after every step run (the caller pads a run that stopped early)
+            result["validation_errors"] = np.asarray(val_errors, dtype=np.float64)
         return result
 
     def _im_loop(self, Z, T, terms, radius, n_steps, encoded, validation):

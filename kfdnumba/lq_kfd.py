@@ -319,6 +319,10 @@ def _monotone_prune(active, omega, prune_tol, penalize_bias, j_new, objective):
     return best
 
 
+class _RhoTooSmall(ValueError):
+    """The eq. (8) system at a ρ could not be solved (singular, or the iterates diverged): a larger ρ may be."""
+
+
 def _support_loo(columns, y: np.ndarray, active: np.ndarray, omega: np.ndarray) -> LooPath:
     """Return the leave-one-out ridge path over one kFDA_q fit's retained samples, largest ``|α|`` first.
 
@@ -871,6 +875,7 @@ class LqKFD(SparseKernelClassifier):
         chains = {qs[0]: state}  # the warm start of the chain
         rho_path, picks = [], []
         best, worse = np.inf, 0  # the best PRESS so far; consecutive ρ worse than it beyond the tolerance
+        failure = None  # the last ρ whose system could not be solved
         for rho in AUTO_RHOS:
             if worse >= AUTO_RHO_PATIENCE:
                 self._log(f"rho path stopped: {worse} fits in a row more than {AUTO_RHO_RTOL:.0%} worse than the best")
@@ -880,7 +885,12 @@ class LqKFD(SparseKernelClassifier):
                 start = chains[qs[0]]  # q < 1: from the convex fit at this ρ (a cheap, small active set)
                 if start is None:
                     continue
-                run = self._majorize_minimize(gram, targets, float(rho), q, *start, need_outputs=False)
+                try:
+                    run = self._majorize_minimize(gram, targets, float(rho), q, *start, need_outputs=False)
+                except _RhoTooSmall as exc:  # a singular system (a low-rank kernel): a larger ρ may solve it
+                    failure = exc
+                    self._log(f"rho = {rho:.3g}, q = {q:g}: {exc}")
+                    continue
                 if not np.any(run["active"] > 0):
                     if q == qs[0]:
                         chains[q] = None  # every α pruned: larger ρ cannot bring one back
@@ -896,10 +906,14 @@ class LqKFD(SparseKernelClassifier):
                 at_rho = min(at_rho, press)
                 self._log(f"rho = {rho:.3g}, q = {q:g}: {kept} retained, best prefix {choice.size}, LOO {press:.4g}")
             if not np.isfinite(at_rho):
+                if not picks and failure is not None and chains[qs[0]] is not None:
+                    continue  # nothing solved yet: try the next, larger ρ
                 break  # every α pruned at this ρ: no larger ρ can bring one back
             worse = worse + 1 if at_rho > (1.0 + AUTO_RHO_RTOL) * best else 0
             best = min(best, at_rho)
         if not picks:
+            if failure is not None:
+                raise failure
             raise ValueError("LqKFD pruned every coefficient at every rho of the path (degenerate data or sigma).")
         table = np.asarray(rho_path)
         near = np.flatnonzero(table[:, 1] <= (1.0 + AUTO_RHO_RTOL) * table[:, 1].min())
@@ -938,13 +952,13 @@ class LqKFD(SparseKernelClassifier):
             try:
                 v = gram.solve(active, psi, ridge, psi * targets.g[active])  # eq. (8) on the active set
             except np.linalg.LinAlgError:
-                raise ValueError(
-                    f"the eq. (8) system is not positive definite (rho={rho:g}, sigma={self.kernel_.sigma:g}); "
-                    "increase rho."
+                width = f", sigma={self.kernel_.sigma:g}" if self.kernel_.name == "rbf" else " with the linear kernel"
+                raise _RhoTooSmall(
+                    f"the eq. (8) system is not positive definite (rho={rho:g}{width}); increase rho."
                 ) from None
             omega = psi * v
             if not np.isfinite(omega).all():
-                raise ValueError(f"LqKFD diverged (non-finite coefficients) for rho={rho:g}; increase rho.")
+                raise _RhoTooSmall(f"LqKFD diverged (non-finite coefficients) for rho={rho:g}; increase rho.")
             j_new, state = gram.objective(targets, active, omega, rho_l, q, penalize)
             # Pruning is not an MM step: keep only a pruning that does not raise J,
             # so that J never increases (the rest shrink further first).

@@ -533,14 +533,26 @@ class _CandidatePool:
 
     def __init__(self, n: int):
         self.n = n
-        self.picked = np.zeros(0, dtype=np.int64)
+        self._buffer = np.zeros(16, dtype=np.int64)  # the picked indices, sorted, in its first ``_count`` entries
+        self._count = 0
+
+    @property
+    def picked(self) -> np.ndarray:
+        return self._buffer[: self._count]
 
     @property
     def size(self) -> int:
-        return self.n - self.picked.shape[0]
+        return self.n - self._count
 
     def remove(self, j: int) -> None:
-        self.picked = np.insert(self.picked, np.searchsorted(self.picked, j), j)
+        """Mark j picked: inserted in place into the sorted buffer (doubled when full; ``np.insert`` copied it)."""
+        k = self._count
+        if k == self._buffer.shape[0]:
+            self._buffer = np.concatenate((self._buffer, np.zeros(k, dtype=np.int64)))
+        at = int(np.searchsorted(self._buffer[:k], j))
+        self._buffer[at + 1 : k + 1] = self._buffer[at:k]  # NumPy buffers overlapping copies
+        self._buffer[at] = j
+        self._count = k + 1
 
     def mask(self, cand=None) -> np.ndarray:
         """ℓ booleans: the available points, or only cand (in memory only)."""
@@ -800,6 +812,13 @@ def select_bases(
                 if deflation == "none":
                     static_scores = full
             score = full[cand]
+        finite = np.isfinite(score)
+        if not finite.any():  # no pick could leave the pool: the round would repeat forever
+            raise ValueError(
+                "no candidate basis has a finite selection score (the kernel values overflow or are not finite); "
+                "scale X, or choose another kernel or sigma."
+            )
+        score = np.where(finite, score, -np.inf)  # a NaN score is never picked (argmax would return it first)
         picks: list[int] = []
         want = min(stage, k - len(bases))
         while len(picks) < want:
@@ -1048,7 +1067,7 @@ class MatchingPursuitKFD(SparseKernelClassifier):
             check_memory(8.0 * n * n, self.max_memory_gb, f"MatchingPursuitKFD's dense deflated kernel ({n} x {n})")
             self._log(f"dense deflated kernel {n} x {n}")
             K = self.kernel_.block(X, X) if K is None else K
-            return _DenseDeflatedKernel(K, d, positive, needs_within, self.stage)
+            return _DenseDeflatedKernel(K, d, positive, needs_within, min(self.stage, n))  # more is never used
         m = self._n_landmarks(n)
         check_memory(8.0 * n * m * (2 + needs_within), self.max_memory_gb, f"MatchingPursuitKFD's features ({n} x {m})")
         landmarks = self._landmarks(n, rng)

@@ -712,7 +712,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
         # leave-one-out stop usually comes long before max_bases).
         what = f"SparseGreedyKFD with {n} training points, {n_models} model(s) and max_bases={max_bases}"
         budget = MemoryBudget(self.max_memory_gb, what, ", lower max_bases, or fit on a dask array (see the README)")
-        budget.charge(8.0 * 4 * n * self.n_candidates, "its candidate blocks")
+        budget.charge(8.0 * 4 * n * min(self.n_candidates, n), "its candidate blocks")  # κ ≤ ℓ drawn at most
         return self._greedy(MemoryColumns(X, targets, self.kernel_, capacity, budget), rng)
 
     def _fresh_candidates(self, n: int) -> int | None:

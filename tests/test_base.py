@@ -1,6 +1,7 @@
 """Shared estimator behaviour, checked on every registered kernel classifier."""
 
 import pickle
+import re
 
 import numba
 import numpy as np
@@ -93,6 +94,56 @@ def test_fit_rejects_bad_input(estimator_cls):
         estimator_cls().fit(np.where(X > 2, np.nan, X), y)
     with pytest.raises(ValueError, match="at least 2 classes"):
         estimator_cls().fit(X, np.ones(20))
+
+
+def test_data_or_sigma_beyond_float64_range_is_refused_clearly(estimator_cls):
+    """Values whose squared norms overflow, or a σ whose 1/(2σ²) is not a positive finite float: a ValueError."""
+    X, y = two_blobs(20)
+    with pytest.raises(ValueError, match="values up to .* Scale X"):
+        estimator_cls().fit(X * 1e100, y)
+    with pytest.raises(ValueError, match="values up to .* Scale X"):
+        estimator_cls(kernel="linear").fit(X * 1e100, y)
+    for sigma in (1e-200, 1e300):
+        with pytest.raises(ValueError, match=re.escape(f"sigma={sigma!r}, outside what float64")):
+            estimator_cls(sigma=sigma).fit(X, y)
+    with pytest.raises(ValueError, match="sigma='auto' gives .* scale X"):
+        estimator_cls().fit(X * 1e-160, y)
+
+
+def test_score_checks_y_as_fit_does(estimator_cls):
+    X, y = two_blobs(30)
+    model = estimator_cls(random_state=0).fit(X, y)
+    accuracy = model.score(X, y)
+    with pytest.warns(UserWarning, match="column-vector y"):
+        assert model.score(X, y.reshape(-1, 1)) == accuracy  # was 0.5: (n,) == (n, 1) broadcast to n × n
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        model.score(X, y[:-1])
+    with pytest.raises(ValueError, match="1-D"):
+        model.score(X, np.eye(2)[y])
+    weights = np.linspace(0.0, 2.0, y.shape[0])
+    hit = model.predict(X) == y
+    assert model.score(X, y, sample_weight=weights) == pytest.approx(weights[hit].sum() / weights.sum())
+    with pytest.raises(ValueError, match="sums to zero"):
+        model.score(X, y, sample_weight=np.zeros(y.shape[0]))
+    with pytest.raises(ValueError, match="non-negative"):
+        model.score(X, y, sample_weight=-weights)
+
+
+def test_probabilities_agree_with_predict_without_skill_and_at_any_output_scale(estimator_cls):
+    """P(classes_[1]) > 0.5 exactly where predict says classes_[1]: also for a model without skill (slope > 0)."""
+    import warnings
+
+    from kfdnumba import NoSkillWarning
+
+    X, y = arcs(200, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoSkillWarning)
+        model = estimator_cls(sigma=1e-5, random_state=0).fit(X, y)
+    assert np.all(model.proba_slope_ > 0)
+    proba = model.predict_proba(X)[:, 1]
+    score = model.decision_function(X)
+    np.testing.assert_array_equal(proba > 0.5, score > 0)
+    np.testing.assert_array_equal(proba > 0.5, model.predict(X) == model.classes_[1])
 
 
 @pytest.mark.parametrize(

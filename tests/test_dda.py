@@ -745,3 +745,26 @@ def test_fused_run_reports_a_rise(monkeypatch, capsys):
     assert model.stop_reason_ == "criterion_rose" and model.n_iter_ == 1 and model.n_relaxed_ == 1
     out = capsys.readouterr().out
     assert "step 1: F = 1" in out and "step 2: F rose by 3e-16" in out
+
+
+def test_huge_max_iter_and_within_neighbours_cost_nothing_extra():
+    """max_iter=10**9 allocated 10**9 inner-CV errors per floor; more neighbours than a class has are padding."""
+    rng = np.random.default_rng(3)
+    X, y = blobs(rng, (20, 24), 4)
+    huge = DDAClassifier(max_iter=10**9, random_state=0).fit(X, y)
+    assert max(v.shape[0] for v in huge.cv_errors_.values()) < 1000  # the runs stop by tol long before
+    near = DDAClassifier(within_neighbours=23, random_state=0).fit(X, y)
+    far = DDAClassifier(within_neighbours=10**6, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(near.transform(X), far.transform(X))
+
+
+def test_data_beyond_float64_range_is_refused_clearly():
+    """Distances whose squares underflow (1e-155) or overflow (1e155, or length=1e300) failed inside the IM loop."""
+    rng = np.random.default_rng(3)
+    X, y = blobs(rng, (20, 24), 4)
+    for scale in (1e-155, 1e155):
+        with pytest.raises(ValueError, match="squared distances are outside float64's range. Scale X"):
+            DDAClassifier().fit(X * scale, y)
+    with pytest.raises(ValueError, match="length=1e\\+300.*choose another length"):
+        DDA(length=1e300).fit(X, y)
+    assert DDAClassifier().fit(X * 1e-100, y).score(X * 1e-100, y) == DDAClassifier().fit(X, y).score(X, y)

@@ -699,3 +699,16 @@ def test_lapack_cholesky_helpers_equal_scipys_wrappers():
         np.testing.assert_allclose(S @ solved, B, rtol=1e-10, atol=1e-10)
     with pytest.raises(np.linalg.LinAlgError):
         cholesky_upper(np.asfortranarray(-np.eye(3)))
+
+
+def test_rho_auto_moves_past_a_rho_whose_system_is_singular():
+    """The linear kernel's K is of rank d: the eq. (8) system may be singular at the path's smallest ρ."""
+    r = np.random.default_rng(0)
+    X = r.normal(size=(20, 2))
+    y = np.arange(20) % 2
+    X[:, 0] += 2 * y
+    X[:, 1] *= 1000  # features of very different scales
+    with pytest.raises(ValueError, match=r"not positive definite \(rho=0.0001 with the linear kernel\)"):
+        _LqKFD(kernel="linear", rho=1e-4).fit(X, y)
+    model = _LqKFD(kernel="linear").fit(X, y)  # rho="auto": on to the first ρ that solves
+    assert model.loo_rho_ > 1e-4 and model.score(X, y) >= 0.9

@@ -7,6 +7,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 import naive_matching_pursuit_kfd as naive  # noqa: E402
+from conftest import two_blobs  # noqa: E402
 
 from kfdnumba import KFD  # noqa: E402
 from kfdnumba import MatchingPursuitKFD as _MatchingPursuitKFD  # noqa: E402
@@ -527,3 +528,41 @@ def test_prefetched_random_rows_give_the_paths_own_cross_products(monkeypatch):
     # the same inner products summed in another order (one GEMM): rounding, amplified at the smallest λ
     np.testing.assert_allclose(prefetched.loo_press_, alone.loo_press_, rtol=1e-7)
     np.testing.assert_allclose(prefetched.decision_function(X), alone.decision_function(X), rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_round_without_a_finite_score_is_an_error_not_an_endless_loop(bad, monkeypatch):
+    """Every candidate's score NaN or inf (kernel values that overflowed): no pick can leave the pool."""
+    import kfdnumba.matching_pursuit_kfd as mp
+
+    X, y = two_blobs(40, seed=2)
+    monkeypatch.setattr(mp, "_criterion_scores", lambda criterion, between, within, floor: np.full_like(between, bad))
+    with pytest.raises(ValueError, match="no candidate basis has a finite selection score"):
+        MatchingPursuitKFD(sigma=SIGMA).fit(X, y)
+
+
+def test_some_nan_scores_are_skipped_not_picked(monkeypatch):
+    """A NaN score among finite ones is never picked (np.argmax returns a NaN first)."""
+    import kfdnumba.matching_pursuit_kfd as mp
+
+    X, y = two_blobs(40, seed=2)
+    reference = MatchingPursuitKFD(sigma=SIGMA, n_bases=8).fit(X, y)
+    real = mp._criterion_scores
+    hidden = int(reference.support_[0])
+
+    def with_nan(criterion, between, within, floor):
+        out = real(criterion, between, within, floor)
+        out[hidden] = np.nan
+        return out
+
+    monkeypatch.setattr(mp, "_criterion_scores", with_nan)
+    model = MatchingPursuitKFD(sigma=SIGMA, n_bases=8).fit(X, y)
+    assert hidden not in model.support_ and model.n_retained_ == 8
+
+
+def test_a_stage_larger_than_the_data_allocates_nothing_for_it():
+    X, y = two_blobs(40, seed=2)
+    staged = MatchingPursuitKFD(sigma=SIGMA, n_bases=10, stage=10**8).fit(X, y)  # a 10⁸ × ℓ buffer before
+    same = MatchingPursuitKFD(sigma=SIGMA, n_bases=10, stage=X.shape[0]).fit(X, y)
+    np.testing.assert_array_equal(staged.support_, same.support_)
+    np.testing.assert_allclose(staged.dual_coef_, same.dual_coef_, rtol=1e-12)
