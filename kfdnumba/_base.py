@@ -62,6 +62,8 @@ __all__ = [
     "register",
     "registered_estimators",
     "check_array",
+    "check_feature_names",
+    "feature_names",
     "numba_threads",
     "resolve_n_jobs",
     "thread_policy",
@@ -101,11 +103,22 @@ def _with_sklearn_base(ours: type, sklearn_path: str) -> type:
         return ours
     key = (ours, theirs)
     if key not in _BRIDGED:
-        _BRIDGED[key] = type(ours.__name__, (ours, theirs), {"__module__": ours.__module__})
+        namespace = {"__module__": ours.__module__, "__reduce__": _reduce_bridged, "_bridge": (ours, sklearn_path)}
+        _BRIDGED[key] = type(ours.__name__, (ours, theirs), namespace)
     return _BRIDGED[key]
 
 
 _BRIDGED: dict = {}
+
+
+def _reduce_bridged(error):
+    """Pickle a bridged exception by its kfdnumba class: pickle cannot find the class made at run time by name."""
+    return _rebuild_bridged, (*error._bridge, error.args)
+
+
+def _rebuild_bridged(ours: type, sklearn_path: str, args: tuple):
+    """Unpickle a bridged exception: scikit-learn's twin again where the receiving process has imported it."""
+    return _with_sklearn_base(ours, sklearn_path)(*args)
 
 
 #: The error of a chosen model whose training class means do not separate (shared by the leave-one-out fits).
@@ -255,6 +268,72 @@ def lazy_on_dask(output_shape: str):
         return wrapper
 
     return wrap
+
+
+def feature_names(X) -> np.ndarray | None:
+    """Return the column names of a DataFrame-like X when every one is a string (scikit-learn's rule), else None.
+
+    Names of mixed types raise ``TypeError``, as in scikit-learn; names none of which is a string are
+    ignored (a DataFrame with the default integer columns).
+    """
+    columns = getattr(X, "columns", None)
+    if columns is None or is_dask_array(X):
+        return None
+    names = np.asarray(list(columns), dtype=object)
+    if names.shape[0] == 0:
+        return None
+    strings = np.array([isinstance(name, str) for name in names])
+    if strings.all():
+        return names
+    if strings.any():
+        kinds = sorted({type(name).__name__ for name in names})
+        raise TypeError(
+            "Feature names are only supported if all input features have string names, but your input has "
+            f"{kinds} as feature name / column name types. Convert them all to strings, e.g. with "
+            "X.columns = X.columns.astype(str)."
+        )
+    return None
+
+
+def check_feature_names(model, X, reset: bool) -> None:
+    """Record X's column names (``reset``: at fit, as ``feature_names_in_``) or check them against the fit's.
+
+    As scikit-learn does: a ValueError when both have names that differ (or are in another order, which
+    would silently permute the features), a UserWarning when only one of the two has names.
+    """
+    names = feature_names(X)
+    if reset:
+        if names is not None:
+            model.feature_names_in_ = names
+        elif "feature_names_in_" in vars(model):
+            del model.feature_names_in_
+        return
+    fitted = getattr(model, "feature_names_in_", None)
+    if names is None and fitted is None:
+        return
+    owner = type(model).__name__
+    if fitted is None:
+        warnings.warn(f"X has feature names, but {owner} was fitted without feature names", UserWarning, stacklevel=4)
+        return
+    if names is None:
+        warnings.warn(
+            f"X does not have valid feature names, but {owner} was fitted with feature names", UserWarning, stacklevel=4
+        )
+        return
+    if names.shape == fitted.shape and np.all(names == fitted):
+        return
+    message = "The feature names should match those that were passed during fit.\n"
+    unexpected = [name for name in names if name not in set(fitted)]
+    missing = [name for name in fitted if name not in set(names)]
+    if unexpected:
+        message += f"Feature names unseen at fit time: {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}\n"
+    if missing:
+        message += (
+            f"Feature names seen at fit time, yet now missing: {missing[:5]}{' ...' if len(missing) > 5 else ''}\n"
+        )
+    if not unexpected and not missing:
+        message += "Feature names must be in the same order as they were in fit.\n"
+    raise ValueError(message)
 
 
 def check_array(X, name: str = "X", n_features: int | None = None, owner: str = "the model") -> np.ndarray:
@@ -761,6 +840,31 @@ class ClassifierMixin:
             requires_fit=True,
         )
 
+    def get_metadata_routing(self):
+        """scikit-learn's metadata routing: ``score`` accepts ``sample_weight``, ``fit`` no metadata.
+
+        What scikit-learn's own estimators derive from their signatures; without it a ``Pipeline`` ending in
+        one of ours scored NaN once ``sklearn.set_config(enable_metadata_routing=True)`` was on. Imports
+        scikit-learn (only ever called by it). ``set_score_request`` sets the request.
+        """
+        return getattr(self, "_metadata_request", None) or self._score_request(None)
+
+    def _score_request(self, alias):
+        from sklearn.utils.metadata_routing import MetadataRequest
+
+        request = MetadataRequest(owner=type(self).__name__)
+        request.score.add_request(param="sample_weight", alias=alias)
+        return request
+
+    def set_score_request(self, *, sample_weight=None):
+        """Request (True), refuse (False), leave unset (None) or alias (a str) ``sample_weight`` for ``score``.
+
+        scikit-learn's ``set_score_request`` under metadata routing (kept by ``clone``, as its own
+        estimators' ``_metadata_request``); returns self.
+        """
+        self._metadata_request = self._score_request(sample_weight)
+        return self
+
     def score(self, X, y, sample_weight=None) -> float:
         """Mean accuracy on (X, y), weighted by ``sample_weight`` (y checked as in ``fit``)."""
         predicted = self.predict(X)
@@ -841,6 +945,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         if is_dask_array(X) or is_dask_array(y):
             return self._fit_dask(X, y)
         self._validate_params()
+        check_feature_names(self, X, reset=True)
         X = check_array(X)
         classes, encoded = check_labels(y, X.shape[0], self._min_samples_per_class)
         self.n_features_in_ = X.shape[1]
@@ -980,6 +1085,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
 
     def _raw_output(self, X) -> np.ndarray:
         self._check_is_fitted()
+        check_feature_names(self, X, reset=False)
         X = check_array(X, n_features=self.n_features_in_, owner=type(self).__name__)
         uses_blas = self.kernel_.name == "linear" or X.shape[1] > DIRECT_MAX_DIM  # else the fused Numba pass
         with thread_policy(self.n_jobs, blas=uses_blas):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import types
 import warnings
 
@@ -82,6 +83,28 @@ def _renamed_copy(func, suffix: str):
     return copy
 
 
+#: Numba's ``workqueue`` threading layer (its fallback when neither OpenMP nor TBB loads, or on request) aborts
+#: the process when two Python threads launch parallel kernels at once ("Concurrent access"). Launches are
+#: serialised while the layer is unknown (until the first launch has loaded one) and under ``workqueue``.
+_LAUNCH_LOCK = threading.Lock()
+_launch_serialised = None  # None: the layer is not loaded yet; True: workqueue; False: a thread-safe layer
+
+
+def _launch(kernel, args):
+    """Run a parallel kernel, one launch at a time where the threading layer requires it (``_LAUNCH_LOCK``)."""
+    global _launch_serialised
+    if _launch_serialised is False:
+        return kernel(*args)
+    with _LAUNCH_LOCK:
+        out = kernel(*args)
+        if _launch_serialised is None:
+            try:
+                _launch_serialised = numba.threading_layer() == "workqueue"
+            except ValueError:  # pragma: no cover - no layer loaded (the kernel ran no parallel region)
+                pass
+        return out
+
+
 _PARALLEL_KERNELS: list = []
 
 
@@ -114,7 +137,7 @@ class _ParallelKernel:
             return self.serial(*args)
         _threads.ensure_planned()  # the call's thread count, planned at its first parallel kernel
         self.parallel_calls += 1
-        return self.parallel(*args)
+        return _launch(self.parallel, args)
 
     def run(self, work: float, *args):
         """Run the parallel path when ``work`` reaches ``min_work`` (the thread policy), else the serial twin."""

@@ -212,11 +212,56 @@ def _blas_controller():
     return _controller or None
 
 
-def _blas_limit(n: int):
+#: BLAS's thread count is one setting for the whole process, and calls from several Python threads overlap:
+#: each limiting and restoring on its own, a call that started while another held BLAS at one thread took that
+#: one for the original and restored it, leaving BLAS on one thread for the rest of the process (a 3 000² matmul
+#: 0.5 → 1.1 s after a threaded GridSearchCV). So the limits are counted: the first call to enter sets them and
+#: keeps what it found, the last to leave restores it; calls in between leave the setting as it is.
+_blas_holders = {}  # key ("cap" or "section") -> [count, limiter of the first holder]
+_blas_lock = threading.Lock()
+
+
+def _blas_control(take: bool) -> None:
+    """Take (``take``) or release threadpoolctl's control of OpenBLAS for this thread (threadpoolctl ≥ 3.8).
+
+    threadpoolctl ≥ 3.8 lets only one Python thread at a time set OpenBLAS's process-wide thread count
+    (the first to set it, until it releases); the others' settings are silently ignored. The first call to
+    enter and the last to leave (``_blas_limit``) may run in different threads, so each setting takes the
+    control, sets, and releases it.
+    """
+    try:
+        from threadpoolctl import OpenBLASController
+    except ImportError:  # older threadpoolctl: any thread sets the count
+        return
+    clear = getattr(OpenBLASController, "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=take)
+
+
+@contextmanager
+def _blas_limit(n: int, key: str = "cap"):
+    """Hold BLAS at n threads while inside (counted over the process's threads: see ``_blas_holders``)."""
     controller = _blas_controller()
     if controller is None:
-        return nullcontext()
-    return controller.limit(limits=n, user_api="blas")
+        yield
+        return
+    with _blas_lock:
+        held = _blas_holders.setdefault(key, [0, None])
+        if held[0] == 0:
+            _blas_control(take=True)
+            held[1] = controller.limit(limits=n, user_api="blas")
+            _blas_control(take=False)
+        held[0] += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            held[0] -= 1
+            if held[0] == 0:
+                _blas_control(take=True)
+                held[1].restore_original_limits()
+                _blas_control(take=False)
+                held[1] = None
 
 
 @contextmanager
@@ -313,7 +358,7 @@ def blas_section(work: float, min_work: float = 1 << 26):
         return
     _state.pinned = getattr(_state, "pinned", 0) + 1  # no re-planning while Numba is held at one thread
     try:
-        with numba_threads(1), _blas_limit(n):
+        with numba_threads(1), _blas_limit(n, key="section"):
             yield
     finally:
         _state.pinned -= 1

@@ -109,6 +109,7 @@ from ._base import (
     Interval,
     Options,
     check_array,
+    check_feature_names,
     check_labels,
     lazy_on_dask,
 )
@@ -891,6 +892,7 @@ class DDA(BaseEstimator):
 
     def _fit(self, X, y):
         self._validate_params()
+        check_feature_names(self, X, reset=True)
         X = check_array(X)
         classes, encoded = check_labels(y, X.shape[0], 2)
         self._check_spread(X)
@@ -1218,6 +1220,7 @@ class DDA(BaseEstimator):
     def transform(self, X) -> np.ndarray:
         """Map X into the discriminant space: ``X @ T_`` (n_samples, n_components_); lazy on a dask array."""
         self._check_is_fitted()
+        check_feature_names(self, X, reset=False)
         X = check_array(X, n_features=self.n_features_in_, owner=type(self).__name__)
         return X @ self.T_
 

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from conftest import all_estimators, two_blobs
 
@@ -67,3 +68,60 @@ def test_check_estimator(estimator):
     assert skipped <= {"check_array_api_input"}, skipped  # the array API needs SCIPY_ARRAY_API=1
     assert not failed, failed
     assert any(r["status"] == "passed" for r in results)
+
+
+@pytest.mark.parametrize("estimator", _check_targets(), ids=lambda e: type(e).__name__)
+def test_dataframe_feature_names_are_kept_and_checked(estimator):
+    """Columns in another order permuted the features silently (the predictions of another model)."""
+    pd = pytest.importorskip("pandas")
+    X, y = two_blobs(60, d=3, seed=11, shift=2.0)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    model = clone(estimator).fit(frame, y)
+    np.testing.assert_array_equal(model.feature_names_in_, ["a", "b", "c"])
+    method = model.predict if hasattr(model, "predict") else model.transform
+    expected = method(frame)
+    with pytest.raises(ValueError, match="same order as they were in fit"):
+        method(frame[["c", "b", "a"]])
+    with pytest.raises(ValueError, match=r"unseen at fit time: \['z'\]"):
+        method(frame.rename(columns={"c": "z"}))
+    with pytest.warns(UserWarning, match="X does not have valid feature names"):
+        np.testing.assert_array_equal(method(X), expected)
+    model.fit(X, y)  # refitted without names: none kept
+    assert not hasattr(model, "feature_names_in_")
+    with pytest.warns(UserWarning, match="X has feature names, but"):
+        method(frame)
+    with pytest.raises(TypeError, match="only supported if all input features have string names"):
+        clone(estimator).fit(pd.DataFrame(X, columns=["a", 1, "c"]), y)
+
+
+def test_not_fitted_error_pickles_as_scikit_learns_too():
+    """The bridged class is made at run time: pickle (multiprocessing, joblib) could not find it by name."""
+    import pickle
+
+    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+
+    from kfdnumba import NotFittedError
+
+    with pytest.raises(SklearnNotFittedError) as caught:
+        KFD().predict([[0.0, 1.0]])
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert isinstance(again, NotFittedError) and isinstance(again, SklearnNotFittedError)
+    assert type(again) is type(caught.value) and again.args == caught.value.args
+
+
+@pytest.mark.parametrize("name, cls", ESTIMATORS, ids=[n for n, _ in ESTIMATORS])
+def test_metadata_routing_pipelines_score_and_route_sample_weight(name, cls):
+    """With routing on, a Pipeline ending in one of ours scored NaN (no get_metadata_routing)."""
+    X, y = two_blobs(60, seed=11, shift=2.0)
+    weights = np.linspace(0.1, 2.0, y.shape[0])
+    with sklearn.config_context(enable_metadata_routing=True):
+        scores = cross_val_score(make_pipeline(StandardScaler(), cls(random_state=0)), X, y, cv=3)
+        assert np.all(np.isfinite(scores)) and scores.mean() > 0.8
+        model = cls(random_state=0).set_score_request(sample_weight=True)
+        assert clone(model).get_metadata_routing().score.requests == {"sample_weight": True}
+        weighted = cross_val_score(model, X, y, cv=3, params={"sample_weight": weights})
+    from sklearn.model_selection import StratifiedKFold
+
+    for score, (train, test) in zip(weighted, StratifiedKFold(3).split(X, y)):
+        fitted = cls(random_state=0).fit(X[train], y[train])
+        assert score == pytest.approx(fitted.score(X[test], y[test], sample_weight=weights[test]))

@@ -2,6 +2,7 @@
 
 import multiprocessing as mp
 import os
+import subprocess
 import sys
 import threading
 
@@ -34,6 +35,36 @@ def test_two_threads_fit_at_once():
     assert not errors, errors
     for r in results:
         np.testing.assert_allclose(r, expected, rtol=1e-10, atol=1e-12)
+
+
+_WORKQUEUE_SCRIPT = """
+import threading
+import numpy as np
+from kfdnumba import KFD, _threads
+import numba
+rng = np.random.default_rng(0)
+X = rng.normal(size=(2000, 2))
+y = (X[:, 0] > 0).astype(int)
+models = [KFD(sigma=1.0, n_jobs=2).fit(X[:300], y[:300]) for _ in range(2)]
+def work(m):
+    with _threads.force_parallel():
+        for _ in range(20):
+            m.predict(X)
+threads = [threading.Thread(target=work, args=(m,)) for m in models]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(numba.threading_layer())
+"""
+
+
+def test_two_threads_under_the_workqueue_layer_do_not_abort_the_process():
+    """Numba's workqueue layer (its fallback without OpenMP or TBB) aborts on concurrent parallel launches."""
+    env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue"}
+    out = subprocess.run(
+        [sys.executable, "-c", _WORKQUEUE_SCRIPT], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "workqueue"
 
 
 def _child(queue, X, y):
@@ -228,6 +259,33 @@ def test_policy_caps_blas_inside_a_call_and_blas_section_lifts_it():
             assert blas_threads() == 1
         assert blas_threads() == 1
     assert blas_threads() == outside
+
+
+def test_overlapping_calls_from_two_threads_restore_the_blas_threads_they_found():
+    """BLAS's thread count is process-wide: a call that began while another held it at one restored that one."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads():
+        return max(info["num_threads"] for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas")
+
+    entered, leave = threading.Event(), threading.Event()
+
+    def first():  # enters first, leaves first
+        with _threads.thread_policy(1):
+            entered.set()
+            leave.wait(10)
+
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        thread = threading.Thread(target=first)
+        thread.start()
+        assert entered.wait(10)
+        with _threads.thread_policy(1):  # found BLAS at the first call's one thread
+            assert blas_threads() == 1
+            leave.set()
+            thread.join(10)
+            assert blas_threads() == 1  # the first call's exit keeps the cap while this call runs
+        assert blas_threads() == 2  # the last to leave restored what the first found
+        assert not _threads._blas_holders["cap"][0]
 
 
 def _plan_in_worker():
