@@ -146,7 +146,14 @@ import dask.array as da
 import numpy as np
 from dask.sizeof import sizeof
 
-from ._base import NO_SEPARATION, KernelExpansion, class_moments, cut_from_moments, is_dask_array
+from ._base import (
+    NO_SEPARATION,
+    KernelExpansion,
+    calibration_rows_in,
+    class_moments,
+    cut_from_moments,
+    is_dask_array,
+)
 from ._kernels import Kernel, check_scale, checked_kernel
 from ._linalg import back_substitution
 from ._loo import (
@@ -540,12 +547,14 @@ def _identity(value):
     return value
 
 
-def _chunk_moments(state: ChunkState, requests, kernel: Kernel) -> list:
-    """Per-class moments (:func:`class_moments`) of the final outputs a model needs.
+def _chunk_moments(state: ChunkState, requests, kernel: Kernel, rows: np.ndarray) -> list:
+    """Per-class moments (:func:`class_moments`) of the final outputs a model needs, and their values at ``rows``.
 
     A request is ``("combination", c, slots, coef, intercept)`` (``Σ coef_k K[:, slot k] + intercept``)
     or ``("loo", c, a)`` (a = -1: the best-prefix snapshot; else the current fits of λ index a): the
-    training outputs f and the leave-one-out outputs ``y - (y - f)/(1 - h)``.
+    training outputs f and the leave-one-out outputs ``y - (y - f)/(1 - h)``. ``rows``: the chunk's
+    :func:`kfdnumba._base.calibration_rows` (local indices), whose outputs (the combination, or the
+    leave-one-out ones) and ±1 targets come back too, for the probability slope.
     """
     out = []
     for request in requests:
@@ -559,13 +568,13 @@ def _chunk_moments(state: ChunkState, requests, kernel: Kernel) -> list:
                     block_rows = _block_rows(state, kernel, lo, hi)
                     for k, slot in enumerate(slots):
                         g[lo:hi] += coef[k] * block_rows[state.n_fixed + slot]
-            out.append(class_moments(g, positive))
+            out.append((class_moments(g, positive), g[rows], state.targets[c][rows]))
         else:
             a = request[2]
             f, h = state.best[c] if a < 0 else (state.fits[c][0][a], state.fits[c][1][a])
             y = state.targets[c]
             loo = y - (y - f) / np.maximum(1.0 - h, _HAT_MARGIN)
-            out.append((class_moments(f, positive), class_moments(loo, positive)))
+            out.append(((class_moments(f, positive), class_moments(loo, positive)), loo[rows], y[rows]))
     return out
 
 
@@ -1035,20 +1044,26 @@ class DaskColumns:
     def _moments(self, requests) -> list:
         if self._pending():
             self._step(None)  # what the chunks have not taken yet (no round trip without updates)
+        bounds = zip(self.offsets[:-1], self.offsets[1:])
+        rows = [calibration_rows_in(int(lo), int(hi), self.n) for lo, hi in bounds]
         per_chunk = self.client.gather(
-            [self.client.submit(_chunk_moments, s, requests, self.kernel, pure=False) for s in self.states]
+            [
+                self.client.submit(_chunk_moments, s, requests, self.kernel, r, pure=False)
+                for s, r in zip(self.states, rows)
+            ]
         )
         merged = []
         for r in range(len(requests)):
+            sample = tuple(np.concatenate([p[r][k] for p in per_chunk]) for k in (1, 2))  # in row order
             if requests[r][0] == "combination":
-                merged.append(merge_moments(p[r] for p in per_chunk))
+                merged.append((merge_moments(p[r][0] for p in per_chunk), sample))
             else:
-                merged.append(tuple(merge_moments(p[r][k] for p in per_chunk) for k in range(2)))
+                merged.append((tuple(merge_moments(p[r][0][k] for p in per_chunk) for k in range(2)), sample))
         return merged
 
     def combination(self, c: int, slots: np.ndarray, coef: np.ndarray):
         """Class means of ``g = Σ coef_k K[:, slot k]`` over class c's two sides: ``(mean₊, mean₋, None)``."""
-        moments = self._moments([("combination", c, np.asarray(slots), np.asarray(coef), 0.0)])[0]
+        moments = self._moments([("combination", c, np.asarray(slots), np.asarray(coef), 0.0)])[0][0]
         return moments[1, 1], moments[0, 1], None
 
     def _output_stats(self, moments: np.ndarray, scale: float = 1.0, shift: float = 0.0) -> tuple:
@@ -1056,7 +1071,7 @@ class DaskColumns:
 
     def paper_expansion(self, c, support, slots, alpha, b, info) -> KernelExpansion:
         """Return the paper's solution (eqs. 8-9, cut 0) with its probability model from per-chunk moments."""
-        moments = self._moments([("combination", c, np.asarray(slots), np.asarray(alpha), b)])[0]
+        moments = self._moments([("combination", c, np.asarray(slots), np.asarray(alpha), b)])[0][0]
         return KernelExpansion(
             support=np.asarray(support, dtype=np.intp).copy(),
             coef=alpha,
@@ -1074,7 +1089,7 @@ class DaskColumns:
         else:
             size, a = path.best
         coef_all = back_substitution(path.L[a], size + 1, path.wy[a, : size + 1])  # a = L⁻ᵀ (Wᵀy)
-        train, loo = self._moments([("loo", c, a if final else -1)])[0]
+        (train, loo), (values, labels) = self._moments([("loo", c, a if final else -1)])[0]
         m_neg, m_pos = train[0, 1], train[1, 1]
         if not m_pos > m_neg:
             raise ValueError(NO_SEPARATION)
@@ -1098,6 +1113,7 @@ class DaskColumns:
             threshold=scale * threshold,
             output_stats=self._output_stats(loo, scale, scale * threshold),
             validation_counts=(float(loo[0, 0]), float(loo[1, 0])),
+            calibration=(scale * values - scale * threshold, labels),  # as loo_expansion's outputs less the cut
             info=info,
         )
 

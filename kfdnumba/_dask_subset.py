@@ -44,6 +44,7 @@ from ._base import (
     KernelClassifier,
     KernelExpansion,
     _path_press,
+    calibration_rows_in,
     class_moments,
     cut_from_moments,
 )
@@ -99,14 +100,19 @@ def _moments_by_target(values: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return out
 
 
-def _chunk_outputs(x, y, classes, n_models, kernel, points, solution):
-    """Second pass of a chunk: PRESS sums (targets × λ) and the class moments of the fits and LOO outputs."""
+def _chunk_outputs(x, y, classes, n_models, kernel, points, solution, rows):
+    """Second pass of a chunk: PRESS sums (targets × λ), the class moments of the fits and LOO outputs.
+
+    And the LOO outputs (rows × targets × λ) and targets at ``rows``, the chunk's share of
+    :func:`kfdnumba._base.calibration_rows` (local indices), for the probability slope.
+    """
     x = np.asarray(x, dtype=np.float64)
     Y = _targets(y, classes, n_models)
     g = solution.lambdas.shape[0]
     press = np.zeros((n_models, g))
     train = np.zeros((n_models, g, 2, 3))
     loo = np.zeros((n_models, g, 2, 3))
+    sample = np.zeros((rows.shape[0], n_models, g))
     with thread_policy(None):
         for lo, hi in row_blocks(x.shape[0], points.shape[0]):
             H, fits = solution.block_fits(kernel, x[lo:hi], points)
@@ -114,8 +120,11 @@ def _chunk_outputs(x, y, classes, n_models, kernel, points, solution):
             resid = solution.loo_residuals(Y[:, lo:hi], H, fits)
             press += np.einsum("itg,itg->tg", resid, resid)
             train = merge_moment_arrays(train, _moments_by_target(fits, Y[:, lo:hi]))
-            loo = merge_moment_arrays(loo, _moments_by_target(target - resid, Y[:, lo:hi]))
-    return press, train, loo
+            outputs = target - resid
+            loo = merge_moment_arrays(loo, _moments_by_target(outputs, Y[:, lo:hi]))
+            inside = (rows >= lo) & (rows < hi)
+            sample[inside] = outputs[rows[inside] - lo]
+    return press, train, loo, (sample, Y[:, rows])
 
 
 # ----------------------------------------------------------------------------- the fit
@@ -176,17 +185,20 @@ def _refit_on_chunks(data: DaskTrainingSet, points, n_models, penalty, regularis
     lambdas = refit_lambdas(data.n, regulariser) if lambdas is None else lambdas
     solution = solve_refit(kernel, sums, points, shift, penalty, lambdas)
     solution_f = client.scatter(solution, broadcast=True)
+    bounds = zip(data.offsets[:-1], data.offsets[1:])
+    rows = [calibration_rows_in(int(lo), int(hi), data.n) for lo, hi in bounds]
     tasks = [
-        client.submit(_chunk_outputs, xf, yf, data.classes, n_models, kernel, points_f, solution_f, pure=False)
-        for xf, yf in zip(data.x_parts, data.y_parts)
+        client.submit(_chunk_outputs, xf, yf, data.classes, n_models, kernel, points_f, solution_f, r, pure=False)
+        for xf, yf, r in zip(data.x_parts, data.y_parts, rows)
     ]
     outputs = _gather(client, tasks, progress, len(tasks))
     press = sum(o[0] for o in outputs) / data.n
     train, loo = outputs[0][1], outputs[0][2]
-    for _, part_train, part_loo in outputs[1:]:
+    for _, part_train, part_loo, _ in outputs[1:]:
         train = merge_moment_arrays(train, part_train)
         loo = merge_moment_arrays(loo, part_loo)
-    return solution, press, train, loo
+    sample = (np.concatenate([o[3][0] for o in outputs]), np.concatenate([o[3][1] for o in outputs], axis=1))
+    return solution, press, train, loo, sample
 
 
 def fit_on_subset(estimator, X, y, size: int):
@@ -269,7 +281,7 @@ def _expansion(estimator, t, expansion, rows, support, refit, cut, n) -> KernelE
     ``support``: the model's training indices; ``rows``: the subset the selection ran on (its info's
     indices), or None (the selection ran on every row).
     """
-    solution, press, train_all, loo_all = refit
+    solution, press, train_all, loo_all, (sample, targets) = refit
     a = int(np.argmin(press[t]))
     best = np.zeros(solution.T.shape[0], dtype=np.intp)
     best[t] = a
@@ -300,6 +312,7 @@ def _expansion(estimator, t, expansion, rows, support, refit, cut, n) -> KernelE
         threshold=scale * threshold,
         output_stats=output_stats(loo, n, scale, scale * threshold),
         validation_counts=(float(loo[0, 0]), float(loo[1, 0])),
+        calibration=(scale * sample[:, t, a] - scale * threshold, targets[t]),  # as loo_expansion's outputs
         info=info,
     )
     estimator._finish_refit(out, None, scale * np.array([m_neg, m_pos]))

@@ -146,6 +146,47 @@ def test_probabilities_agree_with_predict_without_skill_and_at_any_output_scale(
     np.testing.assert_array_equal(proba > 0.5, model.predict(X) == model.classes_[1])
 
 
+def test_logistic_slope_is_the_maximum_likelihood_slope_capped_at_the_gaussian_one():
+    from scipy.optimize import minimize_scalar
+
+    from kfdnumba._base import logistic_slope
+
+    r = np.random.default_rng(4)
+    y = np.where(r.uniform(size=500) < 0.4, 1.0, -1.0)
+    s = y + r.standard_t(3, size=500)  # heavy tails: the Gaussian slope is over-confident
+
+    def loss(beta):
+        return np.sum(np.logaddexp(0.0, -y * s * beta))
+
+    best = minimize_scalar(loss, bounds=(1e-6, 10.0), method="bounded", options={"xatol": 1e-10}).x
+    assert logistic_slope(s, y, 10.0) == pytest.approx(best, rel=1e-6)
+    assert logistic_slope(s, y, 0.5 * best) == 0.5 * best  # the cap
+    assert logistic_slope(-s, y, 1.0) == pytest.approx(1e-9)  # no skill: a vanishing positive slope
+    assert logistic_slope(np.sign(y) * 3.0, y, 2.0) == 2.0  # separable: β → ∞, the cap
+
+
+def test_probability_slope_is_fitted_to_the_leave_one_out_outputs(estimator_cls):
+    """β maximises the leave-one-out likelihood; held out, that beats the Gaussian slope's log-loss."""
+    from kfdnumba._base import logistic_slope
+
+    X, y = arcs(400, 2)
+    Xt, yt = arcs(2000, 3)
+    model = estimator_cls(random_state=0).fit(X, y)
+    sign = np.where(y == model.classes_[1], 1.0, -1.0)
+    counts = np.array([np.sum(sign < 0), np.sum(sign > 0)])
+    means, variances = model.output_means_[0], model.output_vars_[0]
+    gaussian = (means[1] - means[0]) / (((counts - 1) * variances).sum() / (counts.sum() - 2))
+    assert model.proba_slope_[0] < gaussian
+    if hasattr(model, "loo_output_"):  # the leave-one-out outputs, before the cut
+        loo = np.asarray(model.loo_output_, dtype=float)
+        s = loo - (loo[sign > 0].mean() - means[1])  # less the cut: output_means_ are of those
+        assert model.proba_slope_[0] == pytest.approx(logistic_slope(s, sign, gaussian), rel=1e-9)
+    score = model.decision_function(Xt)
+    truth = np.where(yt == model.classes_[1], 1.0, -1.0)
+    fitted, old = (np.mean(np.logaddexp(0.0, -truth * score * beta)) for beta in (model.proba_slope_[0], gaussian))
+    assert fitted < old
+
+
 @pytest.mark.parametrize(
     "params, error, match",
     [

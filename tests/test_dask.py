@@ -623,3 +623,25 @@ def test_subset_fit_progress_counts_every_chunk_pass_once(client, selection_rows
     done = [d for d, _ in seen]
     total = seen[0][1]
     assert done == sorted(done) and done[-1] == total and len(set(done)) == len(done)
+
+
+@pytest.mark.parametrize("name", ["SparseGreedyKFD", "ReformativeKFD"])
+def test_probability_slope_from_the_same_evenly_spread_rows_as_in_memory(client, name, monkeypatch):
+    """Above CALIBRATION_ROWS the slope is fitted on a comb of rows: the chunks send theirs (none of ℓ length)."""
+    import kfdnumba._base as base
+
+    monkeypatch.setattr(base, "CALIBRATION_ROWS", 97)
+    assert base.calibration_rows(237).shape[0] in range(95, 100)
+    cls = registered_estimators()[name]
+    X, y = _one_class_first(*two_blobs(237, seed=3))
+    chunks = (40, 97, 30, 70)
+    params = {"sigma": 1.0, "random_state": 1}
+    if name == "ReformativeKFD":  # the refit on every chunk (selection on a subset)
+        params["selection_rows"] = 200
+    eager = cls(**params).fit(X, y)
+    lazy = cls(**params).fit(da.from_array(X, chunks=(chunks, 2)), da.from_array(y, chunks=chunks))
+    np.testing.assert_allclose(lazy.proba_slope_, eager.proba_slope_, rtol=1e-8)
+    monkeypatch.setattr(base, "CALIBRATION_ROWS", 5000)
+    every = cls(**params).fit(X, y)
+    assert every.proba_slope_[0] != eager.proba_slope_[0]  # the comb's rows, not every row
+    assert every.proba_slope_[0] == pytest.approx(eager.proba_slope_[0], rel=0.3)
