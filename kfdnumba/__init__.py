@@ -1,9 +1,12 @@
 """kfdnumba: sparse and fast kernel Fisher discriminants in Numba.
 
-Every estimator is a scikit-learn-compatible dataclass (fit / predict /
+Every kernel classifier is a scikit-learn-compatible dataclass (fit / predict /
 decision_function / predict_proba / score) whose model is a kernel expansion
-over a few retained training points. ``registered_estimators()`` lists the
-kernel classifiers (the demo and the benchmarks run them all); KFD comes first.
+over a few retained training points. ``registered_estimators()`` lists them
+(the demo and the benchmarks run them all); KFD comes first. ``DDA`` is a
+metric-learning transformer (fit / transform / get_feature_names_out /
+set_output) and ``DDAClassifier`` adds the 1-nearest-neighbour rule in its
+space (predict / score; no probabilities).
 """
 
 from ._base import NoSkillWarning, NotFittedError, registered_estimators

@@ -97,6 +97,7 @@ to spinning Numba threads took 100 ms instead of 2 ms.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -1217,16 +1218,61 @@ class DDA(BaseEstimator):
         return self.T_.shape[1], np.float64
 
     @lazy_on_dask("_transform_shape")
-    def transform(self, X) -> np.ndarray:
-        """Map X into the discriminant space: ``X @ T_`` (n_samples, n_components_); lazy on a dask array."""
+    def transform(self, X):
+        """Map X into the discriminant space: ``X @ T_`` (n_samples, n_components_); lazy on a dask array.
+
+        An ndarray, or a DataFrame under ``set_output(transform="pandas")`` (or scikit-learn's global
+        ``transform_output``), with the columns of :meth:`get_feature_names_out`.
+        """
+        return self._wrap_output(self._transform_array(X), X)
+
+    def _transform_array(self, X) -> np.ndarray:
         self._check_is_fitted()
         check_feature_names(self, X, reset=False)
         X = check_array(X, n_features=self.n_features_in_, owner=type(self).__name__)
         return X @ self.T_
 
-    def fit_transform(self, X, y) -> np.ndarray:
+    def fit_transform(self, X, y):
         """Fit, then transform the training set."""
         return self.fit(X, y).transform(X)
+
+    def get_feature_names_out(self, input_features=None) -> np.ndarray:
+        """Names of :meth:`transform`'s columns: ``dda0, dda1, …`` (scikit-learn's names for a projection)."""
+        self._check_is_fitted()
+        if input_features is not None and len(input_features) != self.n_features_in_:
+            raise ValueError(
+                f"input_features should have length equal to the number of features ({self.n_features_in_}), "
+                f"got {len(input_features)}."
+            )
+        prefix = type(self).__name__.lower()
+        return np.asarray([f"{prefix}{i}" for i in range(self.T_.shape[1])], dtype=object)
+
+    def set_output(self, *, transform=None):
+        """Set :meth:`transform`'s container, as scikit-learn's ``set_output``: "default", "pandas" or "polars".
+
+        None leaves it unchanged. Kept by ``clone`` (``_sklearn_output_config``); returns self.
+        """
+        if transform is None:
+            return self
+        if transform not in ("default", "pandas", "polars"):
+            raise ValueError(f"transform must be 'default', 'pandas' or 'polars' (or None); got {transform!r}.")
+        self._sklearn_output_config = {"transform": transform}
+        return self
+
+    def _wrap_output(self, out: np.ndarray, X):
+        """``out`` in the container :meth:`set_output` (or scikit-learn's global configuration) asks for."""
+        container = getattr(self, "_sklearn_output_config", {}).get("transform")
+        if container is None and "sklearn" in sys.modules:
+            container = sys.modules["sklearn"].get_config().get("transform_output", "default")
+        if container == "pandas":
+            import pandas
+
+            return pandas.DataFrame(out, columns=self.get_feature_names_out(), index=getattr(X, "index", None))
+        if container == "polars":
+            import polars
+
+            return polars.DataFrame(out, schema=list(self.get_feature_names_out()))
+        return out
 
 
 @dataclass(kw_only=True, eq=False)
@@ -1246,7 +1292,7 @@ class DDAClassifier(ClassifierMixin, DDA):
 
     def predict(self, X) -> np.ndarray:
         """Label of the nearest training point in the transformed space."""
-        Y = np.ascontiguousarray(self.transform(X))
+        Y = np.ascontiguousarray(self._transform_array(X))
         with thread_policy(self.n_jobs, blas=False):  # 1-NN only: no BLAS call inside
             nn = _nearest_neighbour.run(float(Y.shape[0]) * self.embedding_.shape[0] * Y.shape[1], Y, self.embedding_)
         return self.classes_[self._train_codes[nn]]

@@ -125,3 +125,30 @@ def test_metadata_routing_pipelines_score_and_route_sample_weight(name, cls):
     for score, (train, test) in zip(weighted, StratifiedKFold(3).split(X, y)):
         fitted = cls(random_state=0).fit(X[train], y[train])
         assert score == pytest.approx(fitted.score(X[test], y[test], sample_weight=weights[test]))
+
+
+@pytest.mark.parametrize("name", ["DDA", "DDAClassifier"])
+def test_dda_output_names_and_containers(name):
+    """set_output(transform="pandas") and the global transform_output: DDA refused them, or returned an ndarray."""
+    pd = pytest.importorskip("pandas")
+    import kfdnumba
+
+    X, y = two_blobs(60, d=3, seed=11, shift=2.0)
+    model = getattr(kfdnumba, name)(n_components=2, floor=1.0, early_stopping=False, max_iter=5).fit(X, y)
+    names = [f"{name.lower()}0", f"{name.lower()}1"]
+    assert list(model.get_feature_names_out()) == names
+    array = model.transform(X)
+    frame = make_pipeline(StandardScaler(), clone(model)).set_output(transform="pandas").fit(X, y).transform(X)
+    assert isinstance(frame, pd.DataFrame) and list(frame.columns) == names
+    assert isinstance(clone(model.set_output(transform="pandas")).fit(X, y).transform(X), pd.DataFrame)
+    model.set_output(transform="default")  # its own setting wins over the global one, as in scikit-learn
+    with sklearn.config_context(transform_output="pandas"):
+        assert isinstance(model.transform(X), np.ndarray)
+    fresh = getattr(kfdnumba, name)(n_components=2, floor=1.0, early_stopping=False, max_iter=5).fit(X, y)
+    with sklearn.config_context(transform_output="pandas"):
+        out = fresh.transform(pd.DataFrame(X, index=np.arange(60) + 100))
+    assert isinstance(out, pd.DataFrame) and list(out.index) == list(range(100, 160))
+    np.testing.assert_allclose(out.to_numpy(), array)
+    assert isinstance(fresh.transform(X), np.ndarray)
+    with pytest.raises(ValueError, match="'default', 'pandas' or 'polars'"):
+        model.set_output(transform="xarray")

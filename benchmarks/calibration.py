@@ -1,0 +1,142 @@
+"""Probability calibration: the fitted logistic slope against the Gaussian one, beside SVC's Platt scaling.
+
+    python benchmarks/calibration.py                   # 5 realisations / seeds per set (a few minutes)
+    python benchmarks/calibration.py --realizations 10
+
+``predict_proba`` is ``σ(β · decision_function)`` per one-vs-rest model. β is the
+maximum-likelihood slope of the leave-one-out outputs, at most the Gaussian slope
+``(m₊ - m₋) / pooled variance`` of those outputs (fourteenth session; before, the
+Gaussian slope itself). Both are evaluated here on the same fitted models: the
+Gaussian slope recomputed from ``output_means_``, ``output_vars_`` and the class
+counts. Reported per set and method, means over the realisations: test log-loss,
+expected calibration error (10 equal-width confidence bins) and accuracy (for more
+than two classes the argmax depends on β). Peer: ``SVC(probability=True)`` (libsvm,
+Platt scaling by internal 5-fold CV; ``C`` = 1, the same γ).
+
+Data: the IDA sets in ``../shared/data`` (skipped when absent) with the σ that
+``benchmarks/peers.py``'s search chose, Breiman's twonorm / ringnorm (d = 20, 400
+training points), scikit-learn's make-moons (600 + 600, noise 0.3), three Gaussian
+blobs (σ 2.5) and a four-class ``make_classification`` (10 features).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+for path in (ROOT, ROOT / "benchmarks"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from peers import load_splits  # noqa: E402
+
+from kfdnumba import KFD, LqKFD, MatchingPursuitKFD, NoSkillWarning, ReformativeKFD, SparseGreedyKFD  # noqa: E402
+from kfdnumba.datasets import default_data_dir  # noqa: E402
+
+METHODS = (KFD, SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD, LqKFD)
+IDA_SIGMA = {"banana": 0.708, "breast_cancer": 5.89, "german": 17.8, "heart": 14.4, "twonorm": 9.74, "ringnorm": 3.49}
+
+
+def gaussian_slopes(model, y) -> np.ndarray:
+    """The Gaussian slope ``(m₊ - m₋) / pooled variance`` of each one-vs-rest model's outputs (the old β)."""
+    slopes = []
+    for c in range(model.output_means_.shape[0]):
+        target = y == model.classes_[1 if model.classes_.shape[0] == 2 else c]
+        counts = np.array([np.sum(~target), np.sum(target)], dtype=float)
+        pooled = ((counts - 1) * model.output_vars_[c]).sum() / (counts.sum() - 2)
+        slopes.append((model.output_means_[c, 1] - model.output_means_[c, 0]) / pooled)
+    return np.array(slopes)
+
+
+def proba(model, X, slopes) -> np.ndarray:
+    """``predict_proba`` with the given slopes."""
+    odds = model._raw_output(X) * slopes
+    if odds.shape[1] == 1:
+        return np.column_stack([1.0 / (1.0 + np.exp(odds[:, 0])), 1.0 / (1.0 + np.exp(-odds[:, 0]))])
+    log_p = -np.logaddexp(0.0, -odds)
+    log_p -= log_p.max(axis=1, keepdims=True)
+    P = np.exp(log_p)
+    return P / P.sum(axis=1, keepdims=True)
+
+
+def metrics(P, truth) -> tuple[float, float, float]:
+    """(log-loss, expected calibration error over 10 confidence bins, accuracy)."""
+    n = truth.shape[0]
+    log_loss = float(-np.mean(np.log(np.clip(P[np.arange(n), truth], 1e-15, 1.0))))
+    confidence, correct = P.max(axis=1), P.argmax(axis=1) == truth
+    ece = 0.0
+    for lo, hi in zip(np.linspace(0, 1, 11)[:-1], np.linspace(0, 1, 11)[1:]):
+        inside = (confidence > lo) & (confidence <= hi)
+        if inside.any():
+            ece += inside.mean() * abs(correct[inside].mean() - confidence[inside].mean())
+    return log_loss, ece, float(correct.mean())
+
+
+def problems(realizations: int):
+    from sklearn.datasets import make_blobs, make_classification, make_moons
+
+    for name, sigma in IDA_SIGMA.items():
+        splits = load_splits(name, default_data_dir(), realizations)
+        if splits is None:
+            print(f"{name}: not in {default_data_dir()}, skipped")
+            continue
+        for split in splits:
+            yield name, sigma, split[1], split[2], split[3], split[4]
+    for r in range(realizations):
+        X, y = make_moons(1200, noise=0.3, random_state=r)
+        yield "moons", 0.5, X[:600], y[:600], X[600:], y[600:]
+        X, y = make_blobs(1500, centers=3, cluster_std=2.5, random_state=r)
+        yield "blobs (3)", 2.0, X[:600], y[:600], X[600:], y[600:]
+        X, y = make_classification(
+            1500, n_features=10, n_informative=5, n_classes=4, n_clusters_per_class=1, random_state=r
+        )
+        yield "classification (4)", 3.0, X[:600], y[:600], X[600:], y[600:]
+
+
+def main():
+    from sklearn.svm import SVC
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--realizations", type=int, default=5)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    rows: dict = {}
+    for name, sigma, X, y, Xt, yt in problems(args.realizations):
+        for cls in METHODS:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", NoSkillWarning)
+                model = cls(sigma=sigma, random_state=0).fit(X, y)
+            truth = np.searchsorted(model.classes_, yt)
+            gaussian = gaussian_slopes(model, y)
+            row = metrics(proba(model, Xt, gaussian), truth) + metrics(model.predict_proba(Xt), truth)
+            rows.setdefault((name, cls.__name__), []).append(row + (float(np.mean(model.proba_slope_ / gaussian)),))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # probability=True is deprecated from 1.9 on
+            svc = SVC(C=1.0, gamma=0.5 / sigma**2, probability=True, random_state=0).fit(X, y)
+        rows.setdefault((name, "SVC (Platt)"), []).append(
+            metrics(svc.predict_proba(Xt), np.searchsorted(svc.classes_, yt))
+        )
+    print(
+        f"{'set':<20}{'method':<20}{'log-loss: Gaussian β → fitted':>31}{'ECE: Gaussian → fitted':>26}"
+        f"{'accuracy':>20}{'β ratio':>9}"
+    )
+    for (name, method), values in rows.items():
+        a = np.mean(values, axis=0)
+        if method.startswith("SVC"):
+            print(f"{name:<20}{method:<20}{a[0]:>31.4f}{a[1]:>26.4f}{a[2]:>20.4f}")
+        else:
+            print(
+                f"{name:<20}{method:<20}{a[0]:>20.4f} → {a[3]:.4f}{a[1]:>17.4f} → {a[4]:.4f}"
+                f"{a[2]:>11.4f} → {a[5]:.4f}{a[6]:>9.2f}"
+            )
+    print(f"{time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
