@@ -187,6 +187,22 @@ def test_probability_slope_is_fitted_to_the_leave_one_out_outputs(estimator_cls)
     assert fitted < old
 
 
+def test_more_classes_share_one_tempering_factor_so_predictions_stay(estimator_cls):
+    """One κ for every one-vs-rest slope: the argmax of the log odds (predict) is the Gaussian slopes'."""
+    X, y = three_class_blobs(240)
+    model = estimator_cls(random_state=0).fit(X, y)
+    gaussian = []
+    for c in range(3):
+        counts = np.array([np.sum(y != model.classes_[c]), np.sum(y == model.classes_[c])])
+        pooled = ((counts - 1) * model.output_vars_[c]).sum() / (counts.sum() - 2)
+        gaussian.append((model.output_means_[c, 1] - model.output_means_[c, 0]) / pooled)
+    factor = model.proba_slope_ / np.array(gaussian)
+    np.testing.assert_allclose(factor, factor[0], rtol=1e-9)
+    assert 0 < factor[0] <= 1
+    raw = model._raw_output(X)
+    np.testing.assert_array_equal(model.predict(X), model.classes_[np.argmax(raw * np.array(gaussian), axis=1)])
+
+
 @pytest.mark.parametrize(
     "params, error, match",
     [
