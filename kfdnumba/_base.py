@@ -1154,7 +1154,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         else:
             what = ", ".join(f"class {plain_label(self.classes_, c)!r} (t = {t:.2g})" for c, t in weak[:5])
             what = f"{what}{' and more' if len(weak) > 5 else ''} from the rest"
-        sigma = getattr(self.kernel_, "sigma", None)
+        sigma = self.kernel_.sigma if getattr(self.kernel_, "name", None) == "rbf" else None  # linear: no width
         hint = (
             f"The kernel width sigma={sigma:.3g} may be far too small or too large for these data"
             if sigma is not None

@@ -956,7 +956,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
         if (n_bases == 0).any():
             raise ValueError(
                 "SparseGreedyKFD found no kernel column that separates the class means "
-                f"(sigma={kernel.sigma:g}); try another sigma."
+                + (f"(sigma={kernel.sigma:g}); try another sigma." if kernel.name == "rbf" else "(linear kernel).")
             )
         info = {"n_kernel_columns": n_columns}
         return [

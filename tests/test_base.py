@@ -632,3 +632,13 @@ def test_forward_substitution_columns_equals_a_direct_triangular_solve(layout):
     for m in (0, 1, 17, 30):
         expected = scipy.linalg.solve_triangular(L[:m, :m], B[:m], lower=True) if m else np.zeros((0, 5))
         np.testing.assert_allclose(forward_substitution_columns(L, m, B), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_no_skill_hint_names_sigma_only_for_the_rbf_kernel():
+    from kfdnumba import NoSkillWarning
+
+    X, y = two_blobs(40)
+    for kernel, hint in (("linear", "The kernel may not suit these data"), ("rbf", "The kernel width sigma=")):
+        model = KFD(kernel=kernel, sigma=1.0).fit(X, y)
+        with pytest.warns(NoSkillWarning, match=hint):
+            model._warn_no_skill([(0, 0.1)])
