@@ -262,30 +262,44 @@ def test_policy_caps_blas_inside_a_call_and_blas_section_lifts_it():
 
 
 def test_overlapping_calls_from_two_threads_restore_the_blas_threads_they_found():
-    """BLAS's thread count is process-wide: a call that began while another held it at one restored that one."""
+    """BLAS's thread count is process-wide: a call that began while another held it at one restored that one.
+
+    Two worker threads as in a threaded GridSearchCV: A enters first and ends (its thread too), B entered
+    while A held BLAS at one thread and leaves last. Each call restoring what it found left BLAS on one
+    thread for the rest of the process.
+    """
     threadpoolctl = pytest.importorskip("threadpoolctl")
 
     def blas_threads():
         return max(info["num_threads"] for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas")
 
-    entered, leave = threading.Event(), threading.Event()
+    original = blas_threads()
+    if original < 2:
+        pytest.skip("BLAS runs one thread here: nothing to restore")
+    a_in, b_in, a_done = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
 
-    def first():  # enters first, leaves first
+    def first():
         with _threads.thread_policy(1):
-            entered.set()
-            leave.wait(10)
+            a_in.set()
+            b_in.wait(10)
+            seen["a"] = blas_threads()
+        a_done.set()
 
-    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
-        thread = threading.Thread(target=first)
-        thread.start()
-        assert entered.wait(10)
-        with _threads.thread_policy(1):  # found BLAS at the first call's one thread
-            assert blas_threads() == 1
-            leave.set()
-            thread.join(10)
-            assert blas_threads() == 1  # the first call's exit keeps the cap while this call runs
-        assert blas_threads() == 2  # the last to leave restored what the first found
-        assert not _threads._blas_holders["cap"][0]
+    def second():
+        a_in.wait(10)
+        with _threads.thread_policy(1):
+            b_in.set()
+            a_done.wait(10)
+            seen["b"] = blas_threads()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == {"a": 1, "b": 1}  # capped inside both calls
+    assert blas_threads() == original  # the last to leave restored what the first found
 
 
 def _plan_in_worker():
