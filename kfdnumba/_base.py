@@ -337,8 +337,9 @@ def check_feature_names(model, X, reset: bool) -> None:
     if names.shape == fitted.shape and np.all(names == fitted):
         return
     message = "The feature names should match those that were passed during fit.\n"
-    unexpected = [name for name in names if name not in set(fitted)]
-    missing = [name for name in fitted if name not in set(names)]
+    seen, given = set(fitted), set(names)
+    unexpected = [name for name in names if name not in seen]
+    missing = [name for name in fitted if name not in given]
     if unexpected:
         message += f"Feature names unseen at fit time: {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}\n"
     if missing:

@@ -221,6 +221,17 @@ _blas_holders = {}  # key ("cap" or "section") -> [count, limiter of the first h
 _blas_lock = threading.Lock()
 
 
+def _new_locks_after_fork() -> None:
+    """Give a forked child new locks: one another thread held at the fork would never open there."""
+    global _blas_lock, _lock
+    _blas_lock = threading.Lock()
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_locks_after_fork)
+
+
 def _blas_control(take: bool) -> None:
     """Take (``take``) or release threadpoolctl's control of OpenBLAS for this thread (threadpoolctl ≥ 3.8).
 
