@@ -553,8 +553,8 @@ def _chunk_moments(state: ChunkState, requests, kernel: Kernel, rows: np.ndarray
     A request is ``("combination", c, slots, coef, intercept)`` (``Σ coef_k K[:, slot k] + intercept``)
     or ``("loo", c, a)`` (a = -1: the best-prefix snapshot; else the current fits of λ index a): the
     training outputs f and the leave-one-out outputs ``y - (y - f)/(1 - h)``. ``rows``: the chunk's
-    :func:`kfdnumba._base.calibration_rows` (local indices), whose outputs (the combination, or the
-    leave-one-out ones) and ±1 targets come back too, for the probability slope.
+    :func:`kfdnumba._base.calibration_rows` (local indices), whose leave-one-out outputs and ±1 targets
+    come back too, for the probability slope (a combination's moments come alone).
     """
     out = []
     for request in requests:
@@ -568,7 +568,7 @@ def _chunk_moments(state: ChunkState, requests, kernel: Kernel, rows: np.ndarray
                     block_rows = _block_rows(state, kernel, lo, hi)
                     for k, slot in enumerate(slots):
                         g[lo:hi] += coef[k] * block_rows[state.n_fixed + slot]
-            out.append((class_moments(g, positive), g[rows], state.targets[c][rows]))
+            out.append(class_moments(g, positive))
         else:
             a = request[2]
             f, h = state.best[c] if a < 0 else (state.fits[c][0][a], state.fits[c][1][a])
@@ -766,7 +766,7 @@ class DaskTrainingSet:
             value = float(np.sqrt(total)) if total > 0 else 1.0
         else:
             value = float(sigma)
-        kernel = checked_kernel(kernel_name, value, largest, X.shape[1], auto)
+        kernel = checked_kernel(kernel_name, value, auto)
         return cls(client, x_parts, y_parts, offsets, classes, counts, kernel, X.shape[1])
 
     def columns(self, positive_class: int | None = None, **options) -> DaskColumns:
@@ -1054,16 +1054,16 @@ class DaskColumns:
         )
         merged = []
         for r in range(len(requests)):
-            sample = tuple(np.concatenate([p[r][k] for p in per_chunk]) for k in (1, 2))  # in row order
             if requests[r][0] == "combination":
-                merged.append((merge_moments(p[r][0] for p in per_chunk), sample))
+                merged.append(merge_moments(p[r] for p in per_chunk))
             else:
+                sample = tuple(np.concatenate([p[r][k] for p in per_chunk]) for k in (1, 2))  # in row order
                 merged.append((tuple(merge_moments(p[r][0][k] for p in per_chunk) for k in range(2)), sample))
         return merged
 
     def combination(self, c: int, slots: np.ndarray, coef: np.ndarray):
         """Class means of ``g = Σ coef_k K[:, slot k]`` over class c's two sides: ``(mean₊, mean₋, None)``."""
-        moments = self._moments([("combination", c, np.asarray(slots), np.asarray(coef), 0.0)])[0][0]
+        moments = self._moments([("combination", c, np.asarray(slots), np.asarray(coef), 0.0)])[0]
         return moments[1, 1], moments[0, 1], None
 
     def _output_stats(self, moments: np.ndarray, scale: float = 1.0, shift: float = 0.0) -> tuple:
@@ -1071,7 +1071,7 @@ class DaskColumns:
 
     def paper_expansion(self, c, support, slots, alpha, b, info) -> KernelExpansion:
         """Return the paper's solution (eqs. 8-9, cut 0) with its probability model from per-chunk moments."""
-        moments = self._moments([("combination", c, np.asarray(slots), np.asarray(alpha), b)])[0][0]
+        moments = self._moments([("combination", c, np.asarray(slots), np.asarray(alpha), b)])[0]
         return KernelExpansion(
             support=np.asarray(support, dtype=np.intp).copy(),
             coef=alpha,

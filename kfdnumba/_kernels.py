@@ -466,12 +466,11 @@ def check_scale(largest: float, n_features: int) -> None:
         )
 
 
-def checked_kernel(name: str, sigma: float, largest: float, n_features: int, auto: bool = False) -> Kernel:
-    """Return the kernel of resolved parameters, or a ValueError when the data or σ exceed float64's range.
+def checked_kernel(name: str, sigma: float, auto: bool = False) -> Kernel:
+    """Return the kernel of resolved parameters, or a ValueError when σ exceeds float64's range.
 
-    ``largest``: the largest absolute value in the training X; ``auto``: σ came from ``sigma="auto"``.
+    ``auto``: σ came from ``sigma="auto"``. The data's own range is :func:`check_scale`'s, checked first.
     """
-    check_scale(largest, n_features)
     if name == "linear":
         return Kernel("linear", 1.0)
     square = sigma * sigma
@@ -490,4 +489,4 @@ def make_kernel(name: str, sigma, X: np.ndarray) -> Kernel:
     largest = float(np.max(np.abs(X))) if X.size else 0.0
     check_scale(largest, X.shape[1])  # before σ = "auto", whose variance would overflow
     value = 1.0 if name == "linear" else (auto_sigma(X) if auto else float(sigma))
-    return checked_kernel(name, value, largest, X.shape[1], auto)
+    return checked_kernel(name, value, auto)
