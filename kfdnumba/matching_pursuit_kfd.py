@@ -156,8 +156,16 @@ AUTO_CANDIDATES = 59
 #: AUTO_CANDIDATES on the implicit K̃: where the dense path stops being the faster (module docstring; 2000
 #: before the implicit features came from a pivoted Cholesky, which made that path a third faster).
 AUTO_EXHAUSTIVE_MAX_N = 1200
-#: ``criterion="auto"``: the selections tried, each priced by its leave-one-out path.
+#: ``criterion="auto"``: the selections tried, each priced by its leave-one-out path ...
 AUTO_CRITERIA = ("pseudo", "random")
+#: ... on at most this many points (the rows the selection runs on); above, the random selection alone. There the
+#: pseudo selection scores κ = 59 random candidates on the implicit K̃ and was never better (fifteenth session, one
+#: process, ``benchmarks/RESULTS.md``): Banana-like data at 2 000-2·10⁴ points (3 seeds each) 9.59-9.75 % with
+#: both against 9.63-9.71 % with the random one alone, twonorm / ringnorm at 2 000 and 5 000 points the same
+#: within 0.1 point, USPS digits 4.93 against 4.86 % and odd/even digits 3.37 against 3.19 % (3 seeds), for 2-5×
+#: the fit time (USPS 21 against 13 s; Banana-like, 5 000 points, 69-90 against 20-26 ms). The random selection
+#: keeps up to 26 % more points there (USPS odd/even 397 against 499, twonorm at 2 000 points 12 against 22).
+AUTO_CRITERIA_MAX_N = AUTO_EXHAUSTIVE_MAX_N
 #: The random selection in memory computes the kernel rows of this many upcoming points of its order at once,
 #: with their products with the accepted rows and among themselves (one kernel block and two GEMMs instead of
 #: a block and a product over every accepted row per basis; what the leave-one-out path needs) ...
@@ -910,13 +918,19 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         leave-one-out error still falls by 0.05 % per basis over them.
     criterion : {"auto", "optimal", "pseudo", "random", "reverse", "reverse_pseudo"}, default "auto"
         How a candidate column of the deflated kernel is scored. "auto"
-        (beyond the paper): runs the ``pseudo`` selection and the ``random``
-        one (randomised Nyström), each with its leave-one-out path, and keeps
+        (beyond the paper): up to ``AUTO_CRITERIA_MAX_N`` = 1200 points
+        (where ``pseudo`` scores every candidate on the dense deflated
+        kernel) runs the ``pseudo`` selection and the ``random`` one
+        (randomised Nyström), each with its leave-one-out path, and keeps
         the smaller model unless the other's leave-one-out error is lower by
         more than 1 % (``criterion_`` tells which). The class-mean criteria
         find nothing useful when the classes differ in spread rather than in
         mean (ringnorm: 3.0 % against 2.1 % for random bases), and random
-        bases need many more points elsewhere (twonorm: 135 against 15).
+        bases need many more points elsewhere (twonorm, 400 points: 135
+        against 15). Above 1200 points "auto" is the ``random`` selection
+        alone: there ``pseudo`` scores 59 random candidates per round and was
+        no better in any measurement, at 2-5× the fit time (see
+        ``AUTO_CRITERIA_MAX_N``).
     deflation : {"none", "hotelling", "projection", "schur", "ortho_hotelling", \
 "ortho_projection", "ortho_schur"}, default "ortho_schur"
         How the kernel is deflated after each chosen basis.
@@ -1078,7 +1092,8 @@ class MatchingPursuitKFD(SparseKernelClassifier):
     def _fit_one_vs_rest(self, X, targets, rng):
         """One model per class; the dense path computes the Gram matrix once (each class deflates a copy)."""
         n = X.shape[0]
-        shared = self.criterion != "random" and self._representation(n) == "dense"  # "auto" runs pseudo too
+        # "auto" runs the pseudo selection too (up to AUTO_CRITERIA_MAX_N points)
+        shared = any(c != "random" for c in self._criteria(n)) and self._representation(n) == "dense"
         if shared:
             check_memory(
                 16.0 * n * n, self.max_memory_gb, f"MatchingPursuitKFD's shared kernel and its copy ({n} x {n})"
@@ -1091,11 +1106,19 @@ class MatchingPursuitKFD(SparseKernelClassifier):
             expansions.append(self._fit_binary(X, y, rng, None if K is None else (K if last else K.copy())))
         return expansions
 
+    def _criteria(self, n: int) -> tuple[str, ...]:
+        """Return the selections a fit on n rows runs: ``criterion``, or those "auto" tries (:meth:`_auto_criteria`)."""
+        return self._auto_criteria(n) if self.criterion == "auto" else (self.criterion,)
+
+    def _auto_criteria(self, n: int) -> tuple[str, ...]:
+        """Return the selections "auto" tries on n rows: both up to ``AUTO_CRITERIA_MAX_N``, else the random one."""
+        return AUTO_CRITERIA if n <= AUTO_CRITERIA_MAX_N else ("random",)
+
     def _fit_binary(self, X, y, rng, K=None):
         if self.criterion != "auto":
             return self._fit_criterion(X, y, rng, self.criterion, K)
         fits, failure = [], None
-        for criterion in AUTO_CRITERIA:
+        for criterion in self._auto_criteria(X.n if getattr(X, "distributed", False) else X.shape[0]):
             try:
                 fits.append(self._fit_criterion(X, y, rng, criterion, K))
             except ValueError as exc:  # e.g. no separation with this selection: the other one may have it

@@ -443,6 +443,34 @@ def test_refit_on_one_block_by_row_chunks_equals_the_blocked_passes(block_bytes,
         np.testing.assert_allclose(a.coef, b.coef, rtol=1e-10, atol=1e-12)
 
 
+def test_matching_pursuit_auto_criterion_above_its_size_is_the_random_selection_alone(monkeypatch):
+    """Above AUTO_CRITERIA_MAX_N rows "auto" runs one selection, the random one: the model of criterion="random"."""
+    import kfdnumba.matching_pursuit_kfd as mp
+
+    X, y = arcs(240, seed=4)
+    calls = []
+    fit_criterion = mp.MatchingPursuitKFD._fit_criterion
+
+    def counted(self, X, y, rng, criterion, K=None):
+        calls.append(criterion)
+        return fit_criterion(self, X, y, rng, criterion, K)
+
+    monkeypatch.setattr(mp.MatchingPursuitKFD, "_fit_criterion", counted)
+    MatchingPursuitKFD(sigma=0.7, random_state=0).fit(X, y)
+    assert calls == list(mp.AUTO_CRITERIA)  # 240 rows: both selections, priced
+    monkeypatch.setattr(mp, "AUTO_CRITERIA_MAX_N", 239)
+    calls.clear()
+    auto = MatchingPursuitKFD(sigma=0.7, random_state=0).fit(X, y)
+    assert calls == ["random"] and auto.criterion_ == "random"
+    random = MatchingPursuitKFD(sigma=0.7, criterion="random", random_state=0).fit(X, y)
+    np.testing.assert_array_equal(auto.support_, random.support_)
+    np.testing.assert_array_equal(auto.dual_coef_, random.dual_coef_)
+    np.testing.assert_array_equal(auto.decision_function(X), random.decision_function(X))
+    calls.clear()
+    MatchingPursuitKFD(sigma=0.7, criterion="pseudo", random_state=0).fit(X, y)
+    assert calls == ["pseudo"]  # a criterion given is run whatever the size
+
+
 def test_grown_stores_keep_their_used_part_and_zero_the_rest():
     store = np.arange(12.0).reshape(3, 4)
     rows = _loo.grown_rows(store, 2, 5)
