@@ -47,6 +47,8 @@ What the methods do with it (``stop="loo"`` / ``n_bases="auto"``,
 from __future__ import annotations
 
 import math
+import mmap
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,6 +71,8 @@ __all__ = [
     "refit_lambdas",
     "IMPROVE_RTOL",
     "path_done",
+    "new_rows",
+    "grown_rows",
     "scoring_index",
     "stop_reason",
 ]
@@ -370,16 +374,77 @@ def grown_factors(factors: np.ndarray, vectors: list, most: int, need: int = 0):
 INITIAL_STORE_ROWS = 64
 
 
-def grown_rows(store: np.ndarray, used: int, most: int, axis: int = 0) -> np.ndarray:
-    """Return ``store`` copied into twice as many rows along ``axis`` (at most ``most``), the first ``used`` kept.
+#: :func:`new_rows` reserves the cap of a row store up front (pages committed as rows are written) when it is at
+#: least this many bytes; smaller stores are plain arrays, copied when they grow.
+RESERVE_MIN_BYTES = 1 << 20
+#: Off: every row store is a plain array, copied into twice its rows when it grows (the tests' switch).
+RESERVE_ROW_STORES = True
+#: Linux's MAP_NORESERVE (the ``mmap`` module names it from Python 3.13 on): no swap is set aside for the pages.
+_MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
 
-    The greedy methods' ℓ-long per-basis stores (kernel rows, W columns) grow as bases come: allocated for
-    the cap at once (500 × ℓ floats) they were most of a fit's memory, and a path stops long before it.
-    The new entries are zero.
+
+class _Reservation(mmap.mmap):
+    """Anonymous private memory a row store's rows are views of (:func:`new_rows`)."""
+
+
+def _reserved(rows: int, n: int) -> np.ndarray | None:
+    """Return a zero (rows, n) float64 array of memory the OS commits page by page as it is written, or None."""
+    try:
+        if hasattr(mmap, "MAP_ANONYMOUS"):  # POSIX: private, so that a forked process never shares the rows
+            buffer = _Reservation(-1, 8 * rows * n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
+        else:  # Windows: backed by the paging file, committed there but resident only where written
+            buffer = _Reservation(-1, 8 * rows * n)
+    except (OSError, ValueError, OverflowError):  # no room for the address range (32-bit, strict overcommit)
+        return None
+    return np.frombuffer(buffer, dtype=np.float64).reshape(rows, n)
+
+
+def new_rows(rows: int, n: int, most: int) -> np.ndarray:
+    """Return a zero store of ``rows`` rows of length n that :func:`grown_rows` grows to at most ``most`` rows.
+
+    The greedy methods' ℓ-long per-basis stores (kernel rows of the chosen points) grow as bases come, and a
+    path stops long before its cap (500). Allocated for the cap they were most of a fit's memory; copied into
+    twice their rows as they grow, old and new copy are both resident at the growth (MatchingPursuitKFD at
+    5 000 points: 64 + 64 rows of 5 000 floats beside 128 allocated, its fit's peak). So the cap's memory is
+    reserved here (address space only: the OS commits a page when it is first written) and the store is a
+    view of its first rows; :func:`grown_rows` widens the view without a copy. The peak is then the rows
+    written (fifteenth session: MatchingPursuitKFD's fit +9 → +5 MB above its base at 5 000 points, +4 → +3 at
+    2 000, ``benchmarks/scale.py``). Small stores, and any whose reservation the OS refuses, are plain arrays.
+    """
+    rows = min(rows, most)
+    if RESERVE_ROW_STORES and most > rows and 8.0 * most * n >= RESERVE_MIN_BYTES:
+        reserved = _reserved(most, n)
+        if reserved is not None:
+            return reserved[:rows]
+    return np.zeros((rows, n))
+
+
+def _reservation_of(store: np.ndarray) -> np.ndarray | None:
+    """Return the whole reserved array a store made by :func:`new_rows` is the leading rows of, else None."""
+    base = store
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    if isinstance(base, memoryview):  # np.frombuffer's arrays hold the buffer through one
+        base = base.obj
+    if not isinstance(base, _Reservation) or store.ndim != 2 or not store.flags.c_contiguous:
+        return None
+    whole = np.frombuffer(base, dtype=np.float64).reshape(-1, store.shape[1])
+    return whole if whole.ctypes.data == store.ctypes.data else None
+
+
+def grown_rows(store: np.ndarray, used: int, most: int, axis: int = 0, rows: int | None = None) -> np.ndarray:
+    """Return ``store`` with twice as many rows along ``axis`` (at most ``most``; ``rows`` if given), ``used`` kept.
+
+    A store of :func:`new_rows` with its reservation behind it is widened in place (the same memory, no
+    copy); any other is copied into a new array. The new entries are zero.
     """
     size = store.shape[axis]
     shape = list(store.shape)
-    shape[axis] = grown_size(size, most, used + 1)
+    shape[axis] = grown_size(size, most, used + 1) if rows is None else rows
+    whole = _reservation_of(store) if axis == 0 else None
+    if whole is not None and whole.shape[0] >= shape[0]:
+        whole[used:size] = 0.0
+        return whole[: shape[0]]
     out = np.zeros(shape, dtype=store.dtype)
     index = (slice(None),) * axis + (slice(0, used),)
     out[index] = store[index]
@@ -565,7 +630,7 @@ class LooPath:
         self.f = np.full((g, n), self.y.mean())
         self.h = np.full((g, n), 1.0 / n)
         self.own_columns = columns is None
-        self.columns = np.empty((min(capacity, 16), n)) if columns is None else columns  # one row each
+        self.columns = new_rows(16, n, capacity) if columns is None else columns  # one row each (grown)
         self.indices = np.empty(capacity, dtype=np.intp)
         self.budget = budget
         own = self.columns.nbytes if self.own_columns else 0

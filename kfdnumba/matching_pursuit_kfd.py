@@ -128,6 +128,7 @@ from ._loo import (
     grown_rows,
     grown_square,
     loo_expansion,
+    new_rows,
     path_bytes,
     path_lambdas,
     stop_reason,
@@ -591,7 +592,7 @@ class _MemoryBases:
         self.n = X.shape[0]
         self.rows_X = kernel.prepare(X)
         self.k = k
-        self.C = np.zeros((min(k, INITIAL_STORE_ROWS), self.n))  # K[I, :] rows of the accepted bases (grown)
+        self.C = new_rows(INITIAL_STORE_ROWS, self.n, k)  # K[I, :] rows of the accepted bases (grown)
         self.row = None
         self._pending = None  # point -> position in the prefetched block (the random selection's next points)
         self._at = None  # the current pick's position there, or None

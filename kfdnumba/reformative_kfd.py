@@ -132,6 +132,7 @@ from ._loo import (
     grown_size,
     grown_square,
     loo_expansion,
+    new_rows,
     path_bytes,
     path_lambdas,
     scoring_index,
@@ -368,7 +369,7 @@ def _select_nodes(
     diag_mu = scatter.diag + mu
     W = np.zeros((n, min(cap, INITIAL_STORE_ROWS)))  # w_x (rows x), a column per node; grown as nodes come
     L = np.zeros((min(cap, INITIAL_STORE_ROWS),) * 2)
-    n_rows = np.zeros((min(cap, INITIAL_STORE_ROWS), n))  # N_full[S, :], rows of the accepted nodes (grown)
+    n_rows = new_rows(INITIAL_STORE_ROWS, n, cap)  # N_full[S, :], rows of the accepted nodes (grown)
     q = np.zeros(cap)
     w_norm2 = np.zeros(n)
     w_q = np.zeros(n)
@@ -465,7 +466,7 @@ class _SampledNodes:
         self.n_neg = n - self.n_pos
         self.mu, self.tol, self.cap = mu, tol, cap
         self.path, self.progress, self.log, self.label = path, progress, log, label
-        self.centred = np.zeros((min(cap, INITIAL_STORE_ROWS), n))  # K̄[S, :], rows of the accepted nodes (grown)
+        self.centred = new_rows(INITIAL_STORE_ROWS, n, cap)  # K̄[S, :], rows of the accepted nodes (grown)
         self.node_means = np.zeros((cap, 2))
         self.L = np.zeros((min(cap, INITIAL_STORE_ROWS),) * 2)  # grown as nodes come
         self.n_ss = np.zeros_like(self.L)  # N_full[S, S] (follow: the factor afresh when μ changes)

@@ -113,8 +113,10 @@ from ._loo import (
     INITIAL_FACTOR_SIZE,
     LooPath,
     grown_factors,
+    grown_rows,
     grown_size,
     loo_expansion,
+    new_rows,
     path_lambdas,
     scoring_index,
     stop_reason,
@@ -342,7 +344,7 @@ class MemoryColumns:
         self.capacity = capacity
         self.budget = budget  # kfdnumba._base.MemoryBudget charged the stores as they grow, or None
         charge(budget, 8.0 * (self.n_fixed + min(capacity, INITIAL_STORED_COLUMNS)) * self.n, "its first column store")
-        self.rows = np.empty((self.n_fixed + min(capacity, INITIAL_STORED_COLUMNS), self.n))
+        self.rows = new_rows(self.n_fixed + min(capacity, INITIAL_STORED_COLUMNS), self.n, self.n_fixed + capacity)
         self.rows[0] = 1.0
         self.rows[1 : self.n_fixed] = self.positive
         self.stored = self.rows[self.n_fixed :]
@@ -355,17 +357,17 @@ class MemoryColumns:
         self._last = None  # the last step's (cand, row ids, squared norms, products): kept candidates reuse them
 
     def _grow(self) -> None:
-        """Double the column store (at most ``capacity``), within the memory budget."""
+        """Double the column store (at most ``capacity``), within the memory budget (:func:`grown_rows`)."""
         size = min(self.capacity, 2 * self.stored.shape[0])
         charge(
             self.budget,
             8.0 * (size - self.stored.shape[0]) * self.n,
             f"storing {size} kernel columns after {self.n_stored} bases",
         )
-        rows = np.empty((self.n_fixed + size, self.n))
-        rows[: self.n_fixed + self.n_stored] = self.rows[: self.n_fixed + self.n_stored]
-        self.rows = rows
-        self.stored = rows[self.n_fixed :]
+        self.rows = grown_rows(
+            self.rows, self.n_fixed + self.n_stored, self.n_fixed + self.capacity, rows=self.n_fixed + size
+        )
+        self.stored = self.rows[self.n_fixed :]
         for path in self._shared_paths:
             path.columns = self.stored
 

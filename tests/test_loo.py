@@ -484,26 +484,60 @@ def test_grown_stores_keep_their_used_part_and_zero_the_rest():
 
 import kfdnumba.matching_pursuit_kfd as mp_module  # noqa: E402
 import kfdnumba.reformative_kfd as rk_module  # noqa: E402
+import kfdnumba.sparse_greedy_kfd as sg_module  # noqa: E402
 
 GROWING = [
     (ReformativeKFD, rk_module, {}),  # the exhaustive path (W, N_full rows, L)
-    (ReformativeKFD, rk_module, {"n_candidates": 20}),  # the sampled path (centred rows, L)
+    (ReformativeKFD, rk_module, {"n_candidates": 20}),  # the sampled path (centred rows, the path's copy, L)
     (MatchingPursuitKFD, mp_module, {}),  # the kernel rows the path shares, L
+    (SparseGreedyKFD, sg_module, {}),  # the kernel columns the path shares
 ]
 
 
-@pytest.mark.parametrize("cls, module, params", GROWING, ids=["ref-exhaustive", "ref-sampled", "mp"])
+@pytest.mark.parametrize("cls, module, params", GROWING, ids=["ref-exhaustive", "ref-sampled", "mp", "sg"])
 def test_stores_grown_as_bases_come_give_the_model_of_stores_allocated_for_the_cap(monkeypatch, cls, module, params):
     X, y = arcs(240, seed=3)
     fits = []
-    for start in (1000, 2):  # allocated for every basis at once / doubled from 2 rows on
-        monkeypatch.setattr(module, "INITIAL_STORE_ROWS", start)
+    initial = "INITIAL_STORED_COLUMNS" if module is sg_module else "INITIAL_STORE_ROWS"
+    # allocated for every basis at once / doubled from 2 rows on, copied / widened in place in the cap's reservation
+    for start, reserve in ((1000, 0), (2, 0), (2, 1)):
+        monkeypatch.setattr(module, initial, start)
+        monkeypatch.setattr(_loo, "RESERVE_MIN_BYTES", 0 if reserve else 1 << 60)
+        widened = []
+        monkeypatch.setattr(_loo, "_reservation_of", _recorded(_loo._reservation_of, widened))
         fits.append(cls(sigma=0.5, random_state=1, **params).fit(X, y))
-    big, grown = fits
+        assert any(w is not None for w in widened) == bool(reserve and start == 2)
+    big, grown, reserved = fits
     assert big.n_retained_ == grown.n_retained_ > 8  # several doublings
-    np.testing.assert_array_equal(big.support_, grown.support_)
-    np.testing.assert_allclose(grown.dual_coef_, big.dual_coef_, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(grown.decision_function(X), big.decision_function(X), rtol=1e-10, atol=1e-12)
+    for other in (grown, reserved):
+        np.testing.assert_array_equal(big.support_, other.support_)
+        np.testing.assert_allclose(other.dual_coef_, big.dual_coef_, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(other.decision_function(X), big.decision_function(X), rtol=1e-10, atol=1e-12)
+
+
+def _recorded(function, results):
+    def wrapper(*args):
+        results.append(function(*args))
+        return results[-1]
+
+    return wrapper
+
+
+def test_row_stores_are_widened_in_their_reservation_and_copied_without_one(monkeypatch):
+    monkeypatch.setattr(_loo, "RESERVE_MIN_BYTES", 0)
+    store = _loo.new_rows(4, 10, 50)
+    assert store.shape == (4, 10) and not store.any() and _loo._reservation_of(store).shape == (50, 10)
+    store[:] = np.arange(40.0).reshape(4, 10)
+    grown = _loo.grown_rows(store, 3, 50)  # the last row is not in use: zeroed
+    assert grown.shape == (8, 10) and np.shares_memory(grown, store)
+    assert np.array_equal(grown[:3], np.arange(30.0).reshape(3, 10)) and not grown[3:].any()
+    assert _loo.grown_rows(grown, 8, 50, rows=50).shape == (50, 10)
+    assert _loo.new_rows(60, 10, 50).shape == (50, 10)  # at most the cap
+    for plain in (_loo.new_rows(50, 10, 50), np.zeros((4, 10))):  # nothing to grow into / not reserved
+        assert _loo._reservation_of(plain) is None
+        assert not np.shares_memory(_loo.grown_rows(plain, plain.shape[0], 100), plain)
+    monkeypatch.setattr(_loo, "RESERVE_ROW_STORES", False)
+    assert _loo._reservation_of(_loo.new_rows(4, 10, 50)) is None
 
 
 @pytest.mark.parametrize("cls", [SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD], ids=lambda c: c.__name__)
