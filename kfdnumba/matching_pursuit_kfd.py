@@ -165,7 +165,7 @@ AUTO_CRITERIA = ("pseudo", "random")
 #: both against 9.63-9.71 % with the random one alone, twonorm / ringnorm at 2 000 and 5 000 points the same
 #: within 0.1 point, USPS digits 4.93 against 4.86 % and odd/even digits 3.37 against 3.19 % (3 seeds), for 2-5×
 #: the fit time (USPS 21 against 13 s; Banana-like, 5 000 points, 69-90 against 20-26 ms). The random selection
-#: keeps up to 26 % more points there (USPS odd/even 397 against 499, twonorm at 2 000 points 12 against 22).
+#: keeps more points on some sets (USPS odd/even 397 against 499 on average, twonorm at 2 000 points 12 against 22).
 AUTO_CRITERIA_MAX_N = AUTO_EXHAUSTIVE_MAX_N
 #: The random selection in memory computes the kernel rows of this many upcoming points of its order at once,
 #: with their products with the accepted rows and among themselves (one kernel block and two GEMMs instead of
