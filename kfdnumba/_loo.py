@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 import mmap
+import platform
 import sys
 from dataclasses import dataclass
 
@@ -379,8 +380,26 @@ INITIAL_STORE_ROWS = 64
 RESERVE_MIN_BYTES = 1 << 20
 #: Off: every row store is a plain array, copied into twice its rows when it grows (the tests' switch).
 RESERVE_ROW_STORES = True
-#: Linux's MAP_NORESERVE (the ``mmap`` module names it from Python 3.13 on): no swap is set aside for the pages.
-_MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
+#: Linux's MAP_NORESERVE (the ``mmap`` module names it from Python 3.13 on): no swap is set aside for the pages. Its
+#: value is 0x4000 on the architectures of Linux's generic flags (x86, Arm, RISC-V, s390, LoongArch) and differs on
+#: others (PowerPC, SPARC, MIPS, Alpha), which reserve without it.
+_GENERIC_MMAP_FLAGS = (
+    "x86_64",
+    "amd64",
+    "i386",
+    "i686",
+    "aarch64",
+    "arm64",
+    "armv7l",
+    "riscv64",
+    "s390x",
+    "loongarch64",
+)
+_MAP_NORESERVE = getattr(
+    mmap,
+    "MAP_NORESERVE",
+    0x4000 if sys.platform.startswith("linux") and platform.machine().lower() in _GENERIC_MMAP_FLAGS else 0,
+)
 
 
 class _Reservation(mmap.mmap):
