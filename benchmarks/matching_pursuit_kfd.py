@@ -14,10 +14,19 @@ Parts (``--parts``, default all):
   subset of candidates per round — against the dense path, same parameters.
 * ``speed``: Banana with k = 50 (warm, median of 20 fits) and ℓ = 5000 points
   of the Banana pool with k = 200 (dense and implicit).
+* ``criteria`` (not in the default parts): what ``criterion="auto"`` gains above
+  ``AUTO_CRITERIA_MAX_N`` (1 200) points, where it is the random selection alone. Each of
+  "both" (the pseudo and the random selection, priced, as "auto" is below 1 200 points),
+  "pseudo" and "random" with the other defaults, ``random_state=0``, one after the other
+  in one process: Banana-like data (``threads.banana_like``, training seeds 10-12, 10 000
+  test points of seed 99, σ = 0.7) at 2 000 / 5 000 / 10⁴ / 2·10⁴ points, and twonorm /
+  ringnorm (``peers.breiman``, σ 19.5 / 3.49, realisations 0-1, 7 000 test points) at
+  2 000 / 5 000. Test error %, points kept, fit ms. ``--sizes`` to change the sizes.
 
 Usage::
 
     python benchmarks/matching_pursuit_kfd.py --parts speed
+    python benchmarks/matching_pursuit_kfd.py --parts criteria --sizes 2000 5000
     python benchmarks/matching_pursuit_kfd.py --datasets banana heart --parts protocol grid
 """
 
@@ -197,6 +206,42 @@ def part_speed(out):
             )
 
 
+def part_criteria(sizes, out):
+    """The selections "auto" may run, fitted alone and together, above AUTO_CRITERIA_MAX_N points."""
+    from peers import breiman
+    from threads import banana_like
+
+    import kfdnumba.matching_pursuit_kfd as mp
+
+    print(f"\n== criteria (above {mp.AUTO_CRITERIA_MAX_N} points 'auto' is the random selection) ==", flush=True)
+    warm_X, warm_y = banana_like(1500, seed=1)
+    for criterion in ("pseudo", "random"):
+        MatchingPursuitKFD(sigma=0.7, criterion=criterion).fit(warm_X, warm_y)  # compilation, not timed
+    X_test, y_test = banana_like(10_000, seed=99)
+    cases = [(f"banana {n}", *banana_like(n, seed=10 + s), X_test, y_test, 0.7) for n in sizes for s in range(3)]
+    sigmas = {"twonorm": 19.5, "ringnorm": 3.49}
+    for name, n in itertools.product(("twonorm", "ringnorm"), [n for n in sizes if n <= 5000]):
+        cases += [(f"{name} {n}", *breiman(name, r, n_train=n, n_test=7000), sigmas[name]) for r in range(2)]
+    for label, X, y, Xt, yt, sigma in cases:
+        cells = []
+        for kind in ("both", "pseudo", "random"):
+            est = MatchingPursuitKFD(sigma=sigma, random_state=0, criterion="auto" if kind == "both" else kind)
+            limit = mp.AUTO_CRITERIA_MAX_N
+            mp.AUTO_CRITERIA_MAX_N = X.shape[0] if kind == "both" else limit  # "both": as "auto" below the switch
+            try:
+                t = time.perf_counter()
+                est.fit(X, y)
+                fit = time.perf_counter() - t
+            finally:
+                mp.AUTO_CRITERIA_MAX_N = limit
+            error = 100.0 * float(np.mean(est.predict(Xt) != yt))
+            cells.append(f"{kind}: {error:5.2f} % {est.n_retained_:4d} pts {1e3 * fit:6.0f} ms [{est.criterion_}]")
+            out.setdefault("criteria", []).append(
+                {"case": label, "kind": kind, "error": error, "kept": int(est.n_retained_), "fit_s": fit}
+            )
+        print(f"{label:<15} " + " | ".join(cells), flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=DATASETS)
@@ -204,7 +249,14 @@ def main(argv=None) -> int:
     parser.add_argument("--realizations", type=int, default=10)
     parser.add_argument("--json", default=None)
     parser.add_argument("--params", default=None, help="JSON {dataset: params} to use instead of the protocol's")
+    parser.add_argument("--sizes", nargs="+", type=int, default=[2000, 5000, 10_000, 20_000], help="criteria part")
     args = parser.parse_args(argv)
+    if args.parts == ["criteria"]:  # needs no IDA data and no protocol parameters
+        out: dict = {}
+        part_criteria(args.sizes, out)
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=2, default=str))
+        return 0
     data_dir = default_data_dir()
     datasets = [ds for ds in args.datasets if ds == "banana" or (data_dir and (data_dir / f"{ds}.npz").exists())]
     out: dict = {}
