@@ -413,6 +413,20 @@ def test_one_and_two_threads_same_model(estimator_cls):
     np.testing.assert_allclose(one.decision_function(X), two.decision_function(X), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("cls", [SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD, LqKFD], ids=lambda c: c.__name__)
+def test_one_and_two_threads_same_model_with_the_large_data_defaults(cls):
+    """Above 1 500 points the defaults are other code paths (kept candidates, sampled nodes, MatchingPursuitKFD's
+    random selection alone, LqKFD's selection on 1 000 rows and low-rank path, the reserved row stores)."""
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs 2 Numba threads")
+    X, y = arcs(1600, seed=5)
+    one = cls(sigma=0.5, n_jobs=1, random_state=0).fit(X, y)
+    two = cls(sigma=0.5, n_jobs=2, random_state=0).fit(X, y)
+    assert cls is not MatchingPursuitKFD or one.criterion_ == two.criterion_ == "random"
+    np.testing.assert_array_equal(one.support_, two.support_)
+    np.testing.assert_allclose(one.decision_function(X), two.decision_function(X), rtol=1e-10, atol=1e-12)
+
+
 def test_float32_same_as_float64(estimator_cls):
     X, y = two_blobs(40, seed=8)
     X32 = X.astype(np.float32)
