@@ -117,6 +117,8 @@ SCHUR_RTOL = 1e-11
 #: Hat diagonal is clipped below 1 by this much (an interpolating fit has h_ii → 1).
 _HAT_MARGIN = 1e-10
 _NO_CROSS = np.empty(0)
+_NO_MEANS = np.empty((0, 2))
+_NO_ROWS = np.empty(0)
 
 
 def default_lambdas(n: int) -> np.ndarray:
@@ -252,23 +254,34 @@ def _chunk_loo_update(w, alive, y, c_new, f, h, cuts):
 
 
 @jit(parallel=False)
-def _cross_products(cross, columns, m, z):
-    """``cross`` if given (non-empty), else ``[1ᵀz, Z_prevᵀz]`` from the earlier columns (one BLAS gemv, O(ℓm))."""
+def _cross_products(cross, columns, m, z, means, positive):
+    """``cross`` if given (non-empty), else ``[1ᵀz, Z_prevᵀz]`` from the earlier columns (one BLAS gemv, O(ℓm)).
+
+    ``means`` non-empty: the stored rows are class-centred (:meth:`LooPath.read_centred`), and the class
+    means put back: ``Z_prevᵀz = C_prevᵀz + M₋ (1ᵀz) + (M₊ - M₋)(1₊ᵀz)``.
+    """
     if cross.shape[0]:
         return cross
     out = np.empty(m + 1)
     out[0] = np.sum(z)
     if m:
         out[1:] = np.dot(np.ascontiguousarray(columns[:m]), z)
+        if means.shape[0]:
+            in_positive = np.dot(positive, z)
+            for k in range(m):
+                out[k + 1] += means[k, 0] * out[0] + (means[k, 1] - means[k, 0]) * in_positive
     return out
 
 
 @jit(parallel=False)
-def _append_column(L, m, cross, kernel_penalty, indices, index, z, lambdas, alive, columns, y, f, h, wy, press, cuts):
+def _append_column(
+    L, m, cross, kernel_penalty, indices, index, z, lambdas, alive, columns, means, positive, y, f, h, wy, press, cuts
+):
     """One step of :meth:`LooPath.append` in one call: border the factors, the new W column, fits, PRESS.
 
-    ``columns[:m]`` are the earlier columns (rows); ``cross`` is ``[1ᵀz,
-    Z_prevᵀz]`` or empty (then computed here, O(ℓm)). Writes per λ the
+    ``columns[:m]`` are the earlier columns (rows), or with ``means`` (m × 2, else empty) those rows
+    less their class means (``M₋`` on the negative rows, ``M₊`` on the ``positive`` ones); ``cross`` is
+    ``[1ᵀz, Z_prevᵀz]`` or empty (then computed here, O(ℓm)). Writes per λ the
     :func:`_chunk_loo_update` sums over every row into ``press`` (:data:`LOO_SUMS`
     rows), the first two as means: the PRESS and the mean fourth power of the
     residuals (inf for a retired λ). Returns the number of λ
@@ -279,7 +292,7 @@ def _append_column(L, m, cross, kernel_penalty, indices, index, z, lambdas, aliv
     """
     g = lambdas.shape[0]
     n = z.shape[0]
-    products = _cross_products(cross, columns, m, z)
+    products = _cross_products(cross, columns, m, z, means, positive)
     penalty_col = np.zeros(m)  # P = I, or P = K_II: the new column of P is z at the chosen points
     penalty_diag = 1.0
     if kernel_penalty:
@@ -294,6 +307,14 @@ def _append_column(L, m, cross, kernel_penalty, indices, index, z, lambdas, aliv
     alive[:] = live
     if m:  # (Z_prev L⁻ᵀ l)ᵀ: the earlier columns by one BLAS GEMM (g × m × ℓ)
         ZV = np.dot(np.ascontiguousarray(V[:, 1:]), columns[:m])
+        if means.shape[0]:  # class-centred rows: the class means back, a rank-two term per λ
+            for a in range(g):
+                low, gap = 0.0, 0.0
+                for k in range(m):
+                    low += V[a, k + 1] * means[k, 0]
+                    gap += V[a, k + 1] * (means[k, 1] - means[k, 0])
+                for i in range(n):
+                    ZV[a, i] += low + gap * positive[i]
     else:
         ZV = np.zeros((g, n))
     for a in range(g):
@@ -650,6 +671,8 @@ class LooPath:
         self.h = np.full((g, n), 1.0 / n)
         self.own_columns = columns is None
         self.columns = new_rows(16, n, capacity) if columns is None else columns  # one row each (grown)
+        self.column_means = _NO_MEANS  # read_centred: the class means of the caller's centred rows
+        self.positive = _NO_ROWS
         self.indices = np.empty(capacity, dtype=np.intp)
         self.budget = budget
         own = self.columns.nbytes if self.own_columns else 0
@@ -667,6 +690,21 @@ class LooPath:
         self.best_values = [float(self.press[0][self.best[1]])]
         self._best_state = self._state(self.best[1])
         self.since_best = 0
+
+    def read_centred(self, rows: np.ndarray, means: np.ndarray, positive: np.ndarray) -> None:
+        """Read the appended columns from the caller's class-centred rows instead of a copy of its own.
+
+        Row k of ``rows`` is column k less its class means ``means[k] = (M₋, M₊)`` (M₋ on the rows
+        where ``positive`` is False, M₊ where it is True): ReformativeKFD's sampled path keeps its
+        nodes' kernel rows that way, and the path puts the means back (a rank-two term per λ), so
+        the two do not both hold an ℓ × m store. The caller writes row k after the k-th append
+        returns True and re-points ``columns`` when it grows the store. Only before the first append.
+        """
+        if self.m:
+            raise ValueError("a leave-one-out path reads the caller's rows from its first column on")
+        self.columns, self.own_columns = rows, False
+        self.column_means = means
+        self.positive = np.ascontiguousarray(positive, dtype=np.float64)
 
     # ----------------------------------------------------------------------------- steps
     def _press(self) -> tuple[np.ndarray, np.ndarray]:
@@ -708,6 +746,8 @@ class LooPath:
             self.lambdas,
             self.alive,
             self.columns,
+            self.column_means,
+            self.positive,
             self.y,
             self.f,
             self.h,

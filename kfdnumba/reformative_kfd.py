@@ -468,6 +468,8 @@ class _SampledNodes:
         self.path, self.progress, self.log, self.label = path, progress, log, label
         self.centred = new_rows(INITIAL_STORE_ROWS, n, cap)  # K̄[S, :], rows of the accepted nodes (grown)
         self.node_means = np.zeros((cap, 2))
+        if path is not None:  # the path reads these rows, the class means put back, instead of a copy of K[S, :]
+            path.read_centred(self.centred, self.node_means, positive)
         self.L = np.zeros((min(cap, INITIAL_STORE_ROWS),) * 2)  # grown as nodes come
         self.n_ss = np.zeros_like(self.L)  # N_full[S, S] (follow: the factor afresh when μ changes)
         self.follow = follow
@@ -573,6 +575,8 @@ class _SampledNodes:
             size = grown_size(m, self.cap, m + 1)
             charge(self.budget, 8.0 * (size - m) * self.centred.shape[1], f"{self.label}storing {size} node rows")
             self.centred = grown_rows(self.centred, m, self.cap)
+            if self.path is not None:
+                self.path.columns = self.centred
         self.centred[m] = rows[i] - means[i, self.class_of]
         self.node_means[m] = means[i]
         if self.log is not None:
@@ -934,8 +938,10 @@ class ReformativeKFD(SparseKernelClassifier):
             f"ReformativeKFD with {n} points, {targets.shape[0]} model(s) and max_nodes={self.max_nodes}",
             ", or lower max_nodes",
         )
+        no_rows = np.empty((0, n))  # each path reads its class's centred node rows (_SampledNodes)
         paths = [
-            LooPath(y, lambdas, cap, "l2", self.patience, budget=budget) if self._uses_loo() else None for y in targets
+            LooPath(y, lambdas, cap, "l2", self.patience, no_rows, budget) if self._uses_loo() else None
+            for y in targets
         ]
         self._log(f"within-class rows: {kappa} random candidates per node ({n} points)")
         log = self._log if self.verbose else None

@@ -523,6 +523,36 @@ def _recorded(function, results):
     return wrapper
 
 
+@pytest.mark.parametrize("given_cross", [False, True])
+def test_a_path_reading_class_centred_rows_equals_one_with_its_own_columns(given_cross):
+    """ReformativeKFD's sampled path keeps its nodes' rows less their class means; the path puts the means back."""
+    rng = np.random.default_rng(21)
+    n, m = 90, 12
+    X = rng.standard_normal((n, 2))
+    y = np.where(rng.random(n) < 0.4, 1.0, -1.0)
+    positive = y > 0
+    picks = rng.choice(n, m, replace=False)
+    K = rbf(X, X[picks], 0.8)  # n × m: the columns, in the order appended
+    own = LooPath(y, default_lambdas(n), m)
+    centred = np.zeros((m, n))
+    means = np.zeros((m, 2))
+    shared = LooPath(y, default_lambdas(n), m, columns=np.empty((0, n)))
+    shared.read_centred(centred, means, positive)
+    for k, j in enumerate(picks):
+        z = K[:, k]
+        cross = np.concatenate(([z.sum()], K[:, :k].T @ z)) if given_cross else None
+        assert own.append(z, int(j), cross) and shared.append(z, int(j), cross)
+        means[k] = z[~positive].mean(), z[positive].mean()
+        centred[k] = z - np.where(positive, means[k, 1], means[k, 0])
+        # the same sums in another order, amplified by the smallest λ (ℓ·1e-8) as the columns pile up
+        np.testing.assert_allclose(shared.f, own.f, rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(shared.h, own.h, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(np.asarray(shared.press), np.asarray(own.press), rtol=1e-9)
+    assert shared.choice().size == own.choice().size
+    with pytest.raises(ValueError, match="from its first column on"):
+        shared.read_centred(centred, means, positive)
+
+
 def test_row_stores_are_widened_in_their_reservation_and_copied_without_one(monkeypatch):
     monkeypatch.setattr(_loo, "RESERVE_MIN_BYTES", 0)
     store = _loo.new_rows(4, 10, 50)
