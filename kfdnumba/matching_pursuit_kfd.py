@@ -1108,18 +1108,16 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         return expansions
 
     def _criteria(self, n: int) -> tuple[str, ...]:
-        """Return the selections a fit on n rows runs: ``criterion``, or those "auto" tries (:meth:`_auto_criteria`)."""
-        return self._auto_criteria(n) if self.criterion == "auto" else (self.criterion,)
-
-    def _auto_criteria(self, n: int) -> tuple[str, ...]:
-        """Return the selections "auto" tries on n rows: both up to ``AUTO_CRITERIA_MAX_N``, else the random one."""
+        """Return the selections a fit on n rows runs: ``criterion``, or "auto"'s (both up to AUTO_CRITERIA_MAX_N)."""
+        if self.criterion != "auto":
+            return (self.criterion,)
         return AUTO_CRITERIA if n <= AUTO_CRITERIA_MAX_N else ("random",)
 
     def _fit_binary(self, X, y, rng, K=None):
         if self.criterion != "auto":
             return self._fit_criterion(X, y, rng, self.criterion, K)
         fits, failure = [], None
-        for criterion in self._auto_criteria(X.n if getattr(X, "distributed", False) else X.shape[0]):
+        for criterion in self._criteria(X.n if getattr(X, "distributed", False) else X.shape[0]):
             try:
                 fits.append(self._fit_criterion(X, y, rng, criterion, K))
             except ValueError as exc:  # e.g. no separation with this selection: the other one may have it
