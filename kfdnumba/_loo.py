@@ -174,15 +174,19 @@ def _border_factors(L, m, cross, penalty_col, penalty_diag, zz, lambdas, alive, 
 
 
 @jit(parallel=False)
-def _direction_row(z, zv, v0, inv, y, out, offset):
-    """``out[offset + i] = (z[i] - zv[i] - v0) · inv`` (one λ's new column of W on these rows); returns its ``wᵀy``.
+def _direction_row(z, w, v0, inv, y):
+    """In place: ``w[i] = (z[i] - w[i] - v0) · inv``, one λ's new column of W on these rows; returns its ``wᵀy``.
 
-    ``out`` may be ``zv`` itself (``offset`` 0): each entry is read before it is written.
+    ``w`` holds ``zv`` on entry.
+
+    In place and not into a second array that may be the first: LLVM vectorises this loop only when the
+    array it writes cannot overlap the ones it reads otherwise (z, y), and the aliased form ran scalar,
+    5× slower (1.1 against 0.21 ns per entry; at 2 000 rows it was a fifth of a leave-one-out step).
     """
     c = 0.0
-    for i in range(zv.shape[0]):
-        value = (z[i] - zv[i] - v0) * inv
-        out[offset + i] = value
+    for i in range(w.shape[0]):
+        value = (z[i] - w[i] - v0) * inv
+        w[i] = value
         c += value * y[i]
     return c
 
@@ -230,7 +234,9 @@ def _loo_direction(z, ZV, gammas, alive, y, w, offset):
     wy = np.zeros(g)
     for a in range(g):
         if alive[a]:
-            wy[a] = _direction_row(z, ZV[a], 0.0, 1.0 / np.sqrt(gammas[a]), y, w[a], offset)
+            row = w[a, offset : offset + z.shape[0]]
+            row[:] = ZV[a]
+            wy[a] = _direction_row(z, row, 0.0, 1.0 / np.sqrt(gammas[a]), y)
     return wy
 
 
@@ -323,12 +329,12 @@ def _append_column(
             press[:, a] = np.inf  # a retired λ cannot be chosen at this size or later
             continue
         row = ZV[a]  # becomes the new column of W (in place), then updates the fits
-        c = _direction_row(z, row, V[a, 0], 1.0 / np.sqrt(gammas[a]), y, row, 0)
+        c = _direction_row(z, row, V[a, 0], 1.0 / np.sqrt(gammas[a]), y)
         wy[a, m + 1] = c
-        total, fourth, positive, negative, wrong = _update_row(row, c, y, f[a], h[a], cuts[a])
+        total, fourth, positive_sum, negative_sum, wrong = _update_row(row, c, y, f[a], h[a], cuts[a])
         press[0, a] = total / n
         press[1, a] = fourth / n
-        press[2, a], press[3, a], press[4, a] = positive, negative, wrong
+        press[2, a], press[3, a], press[4, a] = positive_sum, negative_sum, wrong
     n_alive = 0
     for a in range(g):
         n_alive += live[a]
