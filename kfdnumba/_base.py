@@ -50,6 +50,7 @@ import importlib
 import math
 import numbers
 import sys
+import threading
 import time
 import warnings
 from contextlib import contextmanager
@@ -1605,16 +1606,19 @@ class MemoryBudget:
         self.what = what
         self.hint = hint  # what else the user can do, appended to the message
         self.used = 0.0  # bytes charged so far
+        self._lock = threading.Lock()  # one-vs-rest classes may charge from several threads (TaskThreads)
 
     def charge(self, n_bytes: float, item: str) -> None:
         """Charge ``n_bytes`` more for ``item`` (a phrase: "storing 128 kernel columns"); ValueError past the budget."""
-        total = self.used + float(n_bytes)
-        if total > self.budget_gb * 2**30:
-            raise ValueError(
-                f"{self.what}: {item} would bring its arrays to about {total / 2**30:.3g} GiB, above "
-                f"max_memory_gb={self.budget_gb:g}. Raise max_memory_gb if the machine has the memory{self.hint}."
-            )
-        self.used = total
+        with self._lock:
+            total = self.used + float(n_bytes)
+            if total > self.budget_gb * 2**30:
+                raise ValueError(
+                    f"{self.what}: {item} would bring its arrays to about {total / 2**30:.3g} GiB, above "
+                    f"max_memory_gb={self.budget_gb:g}. Raise max_memory_gb if the machine has the memory"
+                    f"{self.hint}."
+                )
+            self.used = total
 
 
 def charge(budget: MemoryBudget | None, n_bytes: float, item: str) -> None:

@@ -138,6 +138,7 @@ from ._loo import (
     scoring_index,
     stop_reason,
 )
+from ._threads import TaskThreads
 
 __all__ = ["ReformativeKFD"]
 
@@ -674,6 +675,19 @@ def _select_nodes_sampled(
     charge(budget, 16.0 * min(n_candidates, n) * n, "its candidate rows")
     block = np.empty((min(n_candidates, n), n))
     rows_X = kernel.prepare(X)  # X centred once (and its norms, many features), not at every step
+    with TaskThreads() as tasks:
+        _sampled_steps(states, X, rows_X, block, n_candidates, fresh, rng, tasks, progress if many else None)
+    return [state.result() for state in states]
+
+
+def _path_size(path) -> int:
+    """λ values a class's leave-one-out path carries (0 without a path): its share of a step's work."""
+    return 0 if path is None else path.lambdas.shape[0]
+
+
+def _sampled_steps(states, X, rows_X, block, n_candidates: int, fresh, rng, tasks, progress) -> None:
+    """Run the steps of :func:`_select_nodes_sampled` until no class is active (``progress``: one-vs-rest's)."""
+    n = X.shape[0]
     last, step = None, 0
     while True:
         active = [state for state in states if state.active]
@@ -697,12 +711,13 @@ def _select_nodes_sampled(
                 rows[fresh_at] = fresh_rows
         else:
             rows = rows_X.block(X[cand], out=rows)  # K[cand, :], κ × ℓ (no fresh pages per step)
-        for state in active:
-            state.offer(cand, rows, kept, fresh_rows)
+        # the classes' offers are independent (each its own nodes, factor and path): on the call's threads
+        n_new = k if fresh_rows is None else fresh_rows.shape[0]
+        work = 2.0 * n * sum((n_new + _path_size(state.path)) * (len(state.nodes) + 1) for state in active)
+        tasks.map(lambda state: state.offer(cand, rows, kept, fresh_rows), active, work)
         last, step = cand, step + 1
-        if many and progress is not None:
+        if progress is not None:
             progress.update(max(len(s.nodes) for s in states))
-    return [state.result() for state in states]
 
 
 # ------------------------------------------------------------------------ estimator

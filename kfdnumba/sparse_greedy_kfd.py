@@ -121,6 +121,7 @@ from ._loo import (
     scoring_index,
     stop_reason,
 )
+from ._threads import TaskThreads
 
 __all__ = ["SparseGreedyKFD"]
 
@@ -796,6 +797,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
         was_active = active.copy()
         fresh = self._fresh_candidates(n)
         last_cand = None
+        tasks = TaskThreads()  # one-vs-rest: the classes' leave-one-out appends on the call's threads
         while active.any():
             step += 1
             if partition and not np.array_equal(active, was_active):
@@ -866,7 +868,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
             violation = None
             if self.selection == "infeasibility" and (n_bases[active] > 0).any():
                 violation = self._dual_infeasibility(source, block, factors, pos_const, n_bases, support, slots, C, q)
-            accepted = []
+            accepted, pending = [], []  # pending: (class, candidate, size, index, gain, cross) accepted by the factor
             for c in np.flatnonzero(active):
                 valid = gains[c] >= 0
                 if n_bases[c] == 0:
@@ -907,12 +909,28 @@ class SparseGreedyKFD(SparseKernelClassifier):
                 if gain < 0:  # cannot happen after a successful score, but never accept a bad pivot
                     usable[c, cand[j]] = False
                     continue
-                index = int(cand[j])
-                if paths is not None:  # the factor row just written is overwritten if this is refused
+                cross = None
+                if paths is not None:
                     cross = np.concatenate(([col_sum[j]], stored_gram[slots[c, :m], j] if m else []))
-                    if not source.loo_append(paths[c], block, j, index, cross, slots[c, :m], kdiag[j]):
-                        usable[c, index] = False  # dependent for some λ of the grid
-                        continue
+                pending.append((c, j, m, int(cand[j]), gain, cross))
+            # The classes' leave-one-out appends are independent (each its own path and columns): on the
+            # call's threads in memory (TaskThreads). The factor row each accept wrote is overwritten if its
+            # column is refused.
+            appended = [True] * len(pending)
+            if paths is not None:
+
+                def append(item):
+                    c, j, m, index, _, cross = item
+                    return source.loo_append(paths[c], block, j, index, cross, slots[c, :m], kdiag[j])
+
+                if source.distributed:  # the chunked paths gather the step's updates for one round trip
+                    appended = [append(item) for item in pending]
+                else:
+                    appended = tasks.map(append, pending, 2.0 * n * lambdas.shape[0] * sum(i[2] + 1 for i in pending))
+            for (c, j, m, index, gain, _), ok in zip(pending, appended):
+                if not ok:
+                    usable[c, index] = False  # dependent for some λ of the grid
+                    continue
                 if slot_of.get(index) < 0:
                     slot, renumber = source.store(block, j)
                     _renumber_slots(renumber, slots, n_bases, slot_of)  # the columns stored before this one
@@ -954,6 +972,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
                 latest = ", ".join(f"{o[-1]:.6g}" for o in objective)
                 self._log(f"step {step}: bases per class {n_bases.tolist()}, objective [{latest}]")
         source.finish()
+        tasks.close()
 
         if (n_bases == 0).any():
             raise ValueError(

@@ -392,3 +392,60 @@ def test_re_planned_threads_give_the_one_thread_model(monkeypatch):
     assert flips[0] > 10  # planned again and again along the fit
     np.testing.assert_array_equal(one.support_, moving.support_)
     np.testing.assert_array_equal(one.decision_function(X), moving.decision_function(X))
+
+
+# ------------------------------------------------------------------ one-vs-rest classes on the call's threads
+@needs_two_threads
+def test_task_threads_run_a_large_round_on_helper_threads_in_order_and_a_small_one_in_turn():
+    main = threading.get_ident()
+    seen = []
+
+    def task(item):
+        seen.append((item, threading.get_ident(), numba.get_num_threads()))
+        return item * item
+
+    with _threads.thread_policy(2), _threads.TaskThreads(min_work=100.0) as tasks:
+        rounds = _threads.TaskThreads.rounds_on_threads
+        assert tasks.map(task, list(range(7)), work=1e3) == [i * i for i in range(7)]
+        assert _threads.TaskThreads.rounds_on_threads == rounds + 1
+        assert {ident for _, ident, _ in seen} - {main}  # some tasks ran on the helper thread
+        assert all(threads == 1 for _, _, threads in seen)  # each task on one Numba thread: 2 in all
+        assert numba.get_num_threads() == 2  # the caller's count is back after the round
+        seen.clear()
+        assert tasks.map(task, [3, 4], work=10.0) == [9, 16]  # below min_work: in turn, here
+        assert {ident for _, ident, _ in seen} == {main}
+        assert _threads.TaskThreads.rounds_on_threads == rounds + 1
+
+        def fails(item):
+            if item == 5:
+                raise ValueError("task 5")
+            return item
+
+        with pytest.raises(ValueError, match="task 5"):
+            tasks.map(fails, list(range(8)), work=1e3)
+    with _threads.thread_policy(1), _threads.TaskThreads(min_work=0.0) as tasks:  # one planned thread: in turn
+        seen.clear()
+        assert tasks.map(task, [1, 2, 3], work=1e9) == [1, 4, 9]
+        assert {ident for _, ident, _ in seen} == {main}
+
+
+@needs_two_threads
+@pytest.mark.parametrize(
+    "cls, params",
+    [(SparseGreedyKFD, {"max_bases": 25}), (ReformativeKFD, {"n_candidates": 15, "max_nodes": 25})],
+    ids=["SparseGreedyKFD", "ReformativeKFD sampled"],
+)
+def test_one_vs_rest_classes_on_two_threads_give_the_model_of_one(monkeypatch, cls, params):
+    """SparseGreedyKFD's leave-one-out appends and ReformativeKFD's offers run per class on the call's threads."""
+    X, y = _blobs(240, 3, 21, n_classes=4)
+    fits = []
+    for min_work in (float("inf"), 0.0):  # every round in turn, then every round on both threads
+        monkeypatch.setattr(_threads, "TASKS_MIN_WORK", min_work)
+        rounds = _threads.TaskThreads.rounds_on_threads
+        model = cls(sigma=1.0, n_jobs=2, random_state=0, **params).fit(X, y)
+        fits.append((model, _threads.TaskThreads.rounds_on_threads - rounds))
+    (alone, none), (together, some) = fits
+    assert none == 0 and some > 5
+    np.testing.assert_array_equal(alone.support_, together.support_)
+    np.testing.assert_array_equal(alone.decision_function(X), together.decision_function(X))
+    np.testing.assert_array_equal(alone.predict_proba(X), together.predict_proba(X))
