@@ -438,14 +438,40 @@ def test_task_threads_run_a_large_round_on_helper_threads_in_order_and_a_small_o
 def test_one_vs_rest_classes_on_two_threads_give_the_model_of_one(monkeypatch, cls, params):
     """SparseGreedyKFD's leave-one-out appends and ReformativeKFD's offers run per class on the call's threads."""
     X, y = _blobs(240, 3, 21, n_classes=4)
+    monkeypatch.setattr(_threads, "TASKS_MIN_WORK", 0.0)
     fits = []
-    for min_work in (float("inf"), 0.0):  # every round in turn, then every round on both threads
-        monkeypatch.setattr(_threads, "TASKS_MIN_WORK", min_work)
+    for n_jobs in (1, 2):  # every round in turn, then every round on both threads
         rounds = _threads.TaskThreads.rounds_on_threads
-        model = cls(sigma=1.0, n_jobs=2, random_state=0, **params).fit(X, y)
+        with _threads.force_parallel():  # the kernels in the tasks on their parallel paths (one thread each)
+            model = cls(sigma=1.0, n_jobs=n_jobs, random_state=0, **params).fit(X, y)
         fits.append((model, _threads.TaskThreads.rounds_on_threads - rounds))
     (alone, none), (together, some) = fits
     assert none == 0 and some > 5
     np.testing.assert_array_equal(alone.support_, together.support_)
     np.testing.assert_array_equal(alone.decision_function(X), together.decision_function(X))
     np.testing.assert_array_equal(alone.predict_proba(X), together.predict_proba(X))
+
+
+_TASKS_SCRIPT = """
+import numpy as np
+import numba
+from kfdnumba import ReformativeKFD, SparseGreedyKFD, _threads
+_threads.TASKS_MIN_WORK = 0.0  # every one-vs-rest round on two threads
+rng = np.random.default_rng(3)
+y = np.arange(240) % 3
+X = rng.normal(size=(240, 3)) + 1.5 * np.eye(3)[y]
+with _threads.force_parallel():  # and every kernel in them on its parallel path
+    for cls, params in ((SparseGreedyKFD, {"max_bases": 12}), (ReformativeKFD, {"n_candidates": 15, "max_nodes": 12})):
+        cls(sigma=1.0, n_jobs=2, random_state=0, **params).fit(X, y)
+assert _threads.TaskThreads.rounds_on_threads > 5
+print(numba.threading_layer())
+"""
+
+
+@needs_two_threads
+def test_one_vs_rest_rounds_on_two_threads_under_the_workqueue_layer_do_not_abort_the_process():
+    """TaskThreads' tasks launch parallel kernels (one thread each) from two Python threads at once."""
+    env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue"}
+    out = subprocess.run([sys.executable, "-c", _TASKS_SCRIPT], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "workqueue"
