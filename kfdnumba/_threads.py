@@ -50,13 +50,14 @@ Rules
    it BLAS keeps its own thread count.
 
 5. **One-vs-rest classes** (:class:`TaskThreads`): where a step runs the same work for every class on
-   that class's own state (ReformativeKFD's sampled offers, SparseGreedyKFD's leave-one-out appends), a
+   that class's own state (ReformativeKFD's sampled offers, SparseGreedyKFD's leave-one-out appends,
+   LqKFD's whole fits on the shared kernel), a
    step with enough work deals the classes out to the call's threads, each held at one Numba thread (so
    the threads stay within the plan), instead of one parallel region per class. The classes' arithmetic
    is the same wherever it runs, so the model does not change (tested). USPS digits (10 classes, 7 291
    points, two runs each, not interleaved with anything else): ReformativeKFD 26.6 / 28.4 → 22.3 / 22.0 s,
    SparseGreedyKFD 26.3 / 26.9 → 25.5 / 25.8 s (its appends read their columns from memory, which two
-   cores share), the same models.
+   cores share), LqKFD 5.07 / 3.87 / 4.17 / 3.86 → 4.00 / 3.43 / 3.54 / 3.51 s, the same models.
 
 Why the BLAS cap matters (measured on the 2-core development machine, Numba's
 default ``omp`` layer, OpenBLAS 0.3.30): after a 400 × 400 ``dgemm`` on two
