@@ -51,13 +51,15 @@ Rules
 
 5. **One-vs-rest classes** (:class:`TaskThreads`): where a step runs the same work for every class on
    that class's own state (ReformativeKFD's sampled offers, SparseGreedyKFD's leave-one-out appends,
-   LqKFD's whole fits on the shared kernel), a
+   LqKFD's whole fits on the shared kernel, MatchingPursuitKFD's whole random-selection fits, each with
+   a copy of the generator in the state its turn would have had), a
    step with enough work deals the classes out to the call's threads, each held at one Numba thread (so
    the threads stay within the plan), instead of one parallel region per class. The classes' arithmetic
    is the same wherever it runs, so the model does not change (tested). USPS digits (10 classes, 7 291
    points, two runs each, not interleaved with anything else): ReformativeKFD 26.6 / 28.4 → 22.3 / 22.0 s,
    SparseGreedyKFD 26.3 / 26.9 → 25.5 / 25.8 s (its appends read their columns from memory, which two
-   cores share), LqKFD 5.07 / 3.87 / 4.17 / 3.86 → 4.00 / 3.43 / 3.54 / 3.51 s, the same models.
+   cores share), LqKFD 5.07 / 3.87 / 4.17 / 3.86 → 4.00 / 3.43 / 3.54 / 3.51 s, MatchingPursuitKFD
+   14.0 / 14.1 → 11.5 / 11.6 s, the same models.
 
 Why the BLAS cap matters (measured on the 2-core development machine, Numba's
 default ``omp`` layer, OpenBLAS 0.3.30): after a 400 × 400 ``dgemm`` on two
@@ -426,10 +428,14 @@ class TaskThreads:
         if getattr(self, "_pool", None) is not None:
             self._pool.shutdown(wait=False)
 
-    def map(self, fn, items: list, work: float) -> list:
-        """Return ``[fn(item) for item in items]``, run on several threads when ``work`` (the round's) is large."""
+    def map(self, fn, items: list, work: float, most: int | None = None) -> list:
+        """Return ``[fn(item) for item in items]``, run on several threads when ``work`` (the round's) is large.
+
+        ``most``: at most that many tasks at once (e.g. what memory allows), whatever the threads.
+        """
         min_work = TASKS_MIN_WORK if self.min_work is None else self.min_work
         threads = min(len(items), call_threads()) if len(items) > 1 and worth_parallel(work, min_work) else 1
+        threads = max(1, min(threads, most)) if most is not None else threads
         if threads <= 1 or _in_forked_child():
             return [fn(item) for item in items]
         if self._pool is None or self._size < threads - 1:

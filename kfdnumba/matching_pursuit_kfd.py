@@ -100,6 +100,7 @@ nothing ℓ-long but the random criterion's permutation (4 bytes per point).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -133,7 +134,7 @@ from ._loo import (
     path_lambdas,
     stop_reason,
 )
-from ._threads import blas_section
+from ._threads import TaskThreads, blas_section
 
 __all__ = ["MatchingPursuitKFD", "CRITERIA", "DEFLATIONS"]
 
@@ -184,6 +185,11 @@ AUTO_CRITERION_RTOL = 0.01
 #: odd/even digits (the rank stays at the 500 landmarks there). The features only steer the selection;
 #: the chosen bases get exact features.
 NYSTROEM_RTOL = 1e-8
+
+
+#: One-vs-rest fits of the random selection run as many classes at once as leave-one-out paths at their cap fit in
+#: this share of ``max_memory_gb`` (:meth:`MatchingPursuitKFD._random_classes`; one at least).
+TASKS_MEMORY_SHARE = 0.5
 
 
 # --------------------------------------------------------------------------- kernels
@@ -1100,12 +1106,39 @@ class MatchingPursuitKFD(SparseKernelClassifier):
                 16.0 * n * n, self.max_memory_gb, f"MatchingPursuitKFD's shared kernel and its copy ({n} x {n})"
             )
         K = self.kernel_.block(X, X) if shared else None
+        if K is None and self._criteria(n) == ("random",):
+            return self._random_classes(X, targets, rng)
         expansions = []
         for c, y in enumerate(targets):
             self._log_class(c, targets.shape[0])
             last = c == targets.shape[0] - 1
             expansions.append(self._fit_binary(X, y, rng, None if K is None else (K if last else K.copy())))
         return expansions
+
+    def _random_classes(self, X, targets, rng):
+        """One-vs-rest models of the random selection alone, the classes on the call's threads.
+
+        A class's random selection draws one permutation of the rows from ``rng`` and nothing else, so
+        each class gets a copy of ``rng`` in the state it would have had in turn, and ``rng`` ends where it
+        would have: the same models, the classes run in any order (:class:`kfdnumba._threads.TaskThreads`,
+        while ``TASKS_MEMORY_SHARE`` of ``max_memory_gb`` holds every class's leave-one-out path at once).
+        """
+        n = X.shape[0]
+        generators = []
+        for _ in range(targets.shape[0]):
+            generators.append(copy.deepcopy(rng))
+            rng.permutation(n)  # what the class's selection draws (select_bases)
+        cap = self._basis_cap(n)
+        g = path_lambdas(n, self.mu).shape[0]
+        work = float(targets.shape[0]) * n * g * cap * cap
+        most = int(TASKS_MEMORY_SHARE * self.max_memory_gb * 2**30 // path_bytes(n, cap, g))  # paths at their cap
+
+        def fit_class(c: int) -> KernelExpansion:
+            self._log_class(c, targets.shape[0])
+            return self._fit_binary(X, targets[c], generators[c])
+
+        with TaskThreads() as tasks:
+            return tasks.map(fit_class, list(range(targets.shape[0])), work, most=most)
 
     def _criteria(self, n: int) -> tuple[str, ...]:
         """Return the selections a fit on n rows runs: ``criterion``, or "auto"'s (both up to AUTO_CRITERIA_MAX_N)."""

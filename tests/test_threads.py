@@ -414,6 +414,9 @@ def test_task_threads_run_a_large_round_on_helper_threads_in_order_and_a_small_o
         seen.clear()
         assert tasks.map(task, [3, 4], work=10.0) == [9, 16]  # below min_work: in turn, here
         assert {ident for _, ident, _ in seen} == {main}
+        seen.clear()
+        assert tasks.map(task, [3, 4], work=1e3, most=1) == [9, 16]  # one at a time (what memory allows)
+        assert {ident for _, ident, _ in seen} == {main}
         assert _threads.TaskThreads.rounds_on_threads == rounds + 1
 
         def fails(item):
@@ -437,11 +440,12 @@ def test_task_threads_run_a_large_round_on_helper_threads_in_order_and_a_small_o
         (ReformativeKFD, {"n_candidates": 15, "max_nodes": 25}),
         (LqKFD, {}),
         (LqKFD, {"solver": "lowrank"}),
+        (MatchingPursuitKFD, {"criterion": "random", "max_bases": 40}),
     ],
-    ids=["SparseGreedyKFD", "ReformativeKFD sampled", "LqKFD", "LqKFD low rank"],
+    ids=["SparseGreedyKFD", "ReformativeKFD sampled", "LqKFD", "LqKFD low rank", "MatchingPursuitKFD random"],
 )
 def test_one_vs_rest_classes_on_two_threads_give_the_model_of_one(monkeypatch, cls, params):
-    """Per class on the call's threads: SparseGreedyKFD's appends, ReformativeKFD's offers, LqKFD's whole fits."""
+    """Per class on the call's threads: SparseGreedyKFD's appends, ReformativeKFD's offers, whole fits of the others."""
     X, y = _blobs(240, 3, 21, n_classes=4)
     monkeypatch.setattr(_threads, "TASKS_MIN_WORK", 0.0)
     fits = []
@@ -451,7 +455,7 @@ def test_one_vs_rest_classes_on_two_threads_give_the_model_of_one(monkeypatch, c
             model = cls(sigma=1.0, n_jobs=n_jobs, random_state=0, **params).fit(X, y)
         fits.append((model, _threads.TaskThreads.rounds_on_threads - rounds))
     (alone, none), (together, some) = fits
-    assert none == 0 and some >= (1 if cls is LqKFD else 5)  # LqKFD: one round, every class's whole fit
+    assert none == 0 and some >= (1 if cls in (LqKFD, MatchingPursuitKFD) else 5)  # one round of whole fits
     np.testing.assert_array_equal(alone.support_, together.support_)
     np.testing.assert_array_equal(alone.decision_function(X), together.decision_function(X))
     np.testing.assert_array_equal(alone.predict_proba(X), together.predict_proba(X))
@@ -484,3 +488,19 @@ def test_one_vs_rest_rounds_on_two_threads_under_the_workqueue_layer_do_not_abor
     out = subprocess.run([sys.executable, "-c", _TASKS_SCRIPT], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "workqueue"
+
+
+def test_random_selection_classes_leave_the_generator_where_fitting_them_in_turn_does():
+    """MatchingPursuitKFD's one-vs-rest random selections get copies of the generator in their turn's state."""
+    X, y = _blobs(200, 3, 22, n_classes=3)
+    model = MatchingPursuitKFD(criterion="random", max_bases=20, sigma=1.0, random_state=0)
+    model.fit(X, y)  # kernel_, classes_
+    targets = np.where(y[None, :] == np.arange(3)[:, None], 1.0, -1.0)
+    in_turn, together = np.random.default_rng(5), np.random.default_rng(5)
+    alone = [model._fit_binary(X, t, in_turn) for t in targets]
+    with _threads.thread_policy(2):
+        both = model._random_classes(X, targets, together)
+    assert in_turn.bit_generator.state == together.bit_generator.state
+    for a, b in zip(alone, both):
+        np.testing.assert_array_equal(a.support, b.support)
+        np.testing.assert_array_equal(a.coef, b.coef)
