@@ -97,6 +97,10 @@ __all__ = [
 ]
 
 
+#: ``KernelClassifier._log_class``: the class the current thread's log lines are about (one-vs-rest).
+_CLASS_LOGS = threading.local()
+
+
 class NotFittedError(ValueError, AttributeError):
     """Raised when a method needing a fitted model is called before ``fit``."""
 
@@ -833,12 +837,24 @@ class BaseEstimator:
 
     def _log(self, message: str) -> None:
         if self.verbose:
-            print(f"[{type(self).__name__}] {message}", file=sys.stdout, flush=True)
+            label = getattr(_CLASS_LOGS, "label", "")
+            print(f"[{type(self).__name__}] {label}{message}", file=sys.stdout, flush=True)
 
     def _log_class(self, c: int, n_classes: int) -> None:
-        """Log the start of class c's one-vs-rest fit."""
+        """Log the start of class c's one-vs-rest fit; this thread's later lines name the class.
+
+        Classes fitted at once on several threads (:class:`kfdnumba._threads.TaskThreads`) print their
+        lines interleaved, each with its class. :meth:`_fit_expansions` ends the labels.
+        """
         if self.verbose:
+            _CLASS_LOGS.label = ""
             self._log(f"one-vs-rest: class {plain_label(self.classes_, c)!r} ({c + 1}/{n_classes})")
+            _CLASS_LOGS.label = f"class {plain_label(self.classes_, c)!r}: "
+
+    @staticmethod
+    def _log_class_end() -> None:
+        """End the class label :meth:`_log_class` gave this thread's log lines."""
+        _CLASS_LOGS.label = ""
 
     def _progress(self, total: int, unit: str) -> Progress:
         """Return a rate / ETA reporter for a loop of at most ``total`` ``unit`` (silent unless ``verbose``)."""
@@ -1040,7 +1056,10 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         """One expansion per binary problem (targets: one row of ±1 per model)."""
         if targets.shape[0] == 1:
             return [self._fit_binary(X, targets[0], rng)]
-        return self._fit_one_vs_rest(X, targets, rng)
+        try:
+            return self._fit_one_vs_rest(X, targets, rng)
+        finally:
+            self._log_class_end()
 
     def _fit_binary(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> KernelExpansion:
         raise NotImplementedError

@@ -1291,6 +1291,7 @@ class MatchingPursuitKFD(SparseKernelClassifier):
                 for c in range(data.classes.shape[0]):
                     self._log_class(c, data.classes.shape[0])
                     expansions.append(self._fit_binary(data, c, rng))
+                self._log_class_end()
             points = dict(data.points)
             if self._refit_spec() is not None:  # shared_support, random_check: as in memory
                 from ._dask_subset import finish_on_chunks

@@ -2,6 +2,7 @@
 
 import multiprocessing as mp
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -504,3 +505,20 @@ def test_random_selection_classes_leave_the_generator_where_fitting_them_in_turn
     for a, b in zip(alone, both):
         np.testing.assert_array_equal(a.support, b.support)
         np.testing.assert_array_equal(a.coef, b.coef)
+
+
+@needs_two_threads
+def test_one_vs_rest_classes_on_two_threads_label_their_log_lines(monkeypatch, capsys):
+    """LqKFD's classes fitted at once print interleaved lines, each naming its class; later lines name none."""
+    monkeypatch.setattr(_threads, "TASKS_MIN_WORK", 0.0)
+    X, y = _blobs(150, 3, 23, n_classes=3)
+    rounds = _threads.TaskThreads.rounds_on_threads
+    LqKFD(sigma=1.0, n_jobs=2, verbose=1, random_state=0).fit(X, y)
+    assert _threads.TaskThreads.rounds_on_threads > rounds
+    lines = capsys.readouterr().out.splitlines()
+    per_rho = [line for line in lines if "rho = " in line and "retained" in line]
+    assert per_rho and all(re.match(r"\[LqKFD\] class [0-9]+: rho = ", line) for line in per_rho)
+    assert {line.split(":")[0] for line in per_rho} == {f"[LqKFD] class {c}" for c in range(3)}
+    union = next(i for i, line in enumerate(lines) if "one-vs-rest models on the union" in line)
+    assert union > lines.index(per_rho[-1])
+    assert not any(line.startswith("[LqKFD] class ") for line in lines[union:])  # the union's refit, the check
