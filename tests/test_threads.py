@@ -410,7 +410,10 @@ def test_task_threads_run_a_large_round_on_helper_threads_in_order_and_a_small_o
         assert tasks.map(task, list(range(7)), work=1e3) == [i * i for i in range(7)]
         assert _threads.TaskThreads.rounds_on_threads == rounds + 1
         assert {ident for _, ident, _ in seen} - {main}  # some tasks ran on the helper thread
-        assert all(threads == 1 for _, _, threads in seen)  # each task on one Numba thread: 2 in all
+        together = [entry for entry in seen if entry[0] < 6]  # three whole rounds of two at once
+        assert sorted(item for item, _, _ in together) == list(range(6))
+        assert all(threads == 1 for _, _, threads in together)  # each task on one Numba thread: 2 in all
+        assert seen[-1] == (6, main, 2)  # the one left over: after them, here, with the call's two threads
         assert numba.get_num_threads() == 2  # the caller's count is back after the round
         seen.clear()
         assert tasks.map(task, [3, 4], work=10.0) == [9, 16]  # below min_work: in turn, here
@@ -447,7 +450,7 @@ def test_task_threads_run_a_large_round_on_helper_threads_in_order_and_a_small_o
 )
 def test_one_vs_rest_classes_on_two_threads_give_the_model_of_one(monkeypatch, cls, params):
     """Per class on the call's threads: SparseGreedyKFD's appends, ReformativeKFD's offers, whole fits of the others."""
-    X, y = _blobs(240, 3, 21, n_classes=4)
+    X, y = _blobs(250, 3, 21, n_classes=5)  # whole rounds of two, then one class left over
     monkeypatch.setattr(_threads, "TASKS_MIN_WORK", 0.0)
     fits = []
     for n_jobs in (1, 2):  # every round in turn, then every round on both threads
