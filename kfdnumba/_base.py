@@ -60,7 +60,7 @@ from typing import ClassVar
 import numpy as np
 
 from ._kernels import DIRECT_MAX_DIM, make_kernel
-from ._threads import numba_threads, resolve_n_jobs, thread_policy
+from ._threads import TaskThreads, numba_threads, resolve_n_jobs, thread_policy
 
 __all__ = [
     "KernelExpansion",
@@ -850,6 +850,20 @@ class BaseEstimator:
             _CLASS_LOGS.label = ""
             self._log(f"one-vs-rest: class {plain_label(self.classes_, c)!r} ({c + 1}/{n_classes})")
             _CLASS_LOGS.label = f"class {plain_label(self.classes_, c)!r}: "
+
+    def _classes_on_threads(self, fit_class, n_classes: int, work: float, most: int | None = None) -> list:
+        """Return ``[fit_class(c) for c in range(n_classes)]``, the classes one round of :class:`TaskThreads`.
+
+        For one-vs-rest fits whose classes share nothing they write (each logged by :meth:`_log_class`);
+        ``work`` and ``most`` as :meth:`TaskThreads.map` takes them.
+        """
+
+        def fit_logged(c: int):
+            self._log_class(c, n_classes)
+            return fit_class(c)
+
+        with TaskThreads() as tasks:
+            return tasks.map(fit_logged, list(range(n_classes)), work, most=most)
 
     @staticmethod
     def _log_class_end() -> None:

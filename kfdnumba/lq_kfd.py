@@ -108,7 +108,7 @@ from ._base import (
 from ._jit import jit
 from ._linalg import cholesky_solve_upper, cholesky_upper, row_gram_lower
 from ._loo import LooPath, default_lambdas, loo_expansion
-from ._threads import ALTERNATING_BLAS_MIN_WORK, TaskThreads, blas_section
+from ._threads import ALTERNATING_BLAS_MIN_WORK, blas_section
 
 __all__ = ["LqKFD"]
 
@@ -996,10 +996,4 @@ class LqKFD(SparseKernelClassifier):
         gram = self._shared_gram(X)  # K and K² (or the low-rank factor) once for all classes
         width = gram.n if gram.rank is None else gram.rank
         work = 50.0 * targets.shape[0] * gram.n * width * width
-
-        def fit_class(c: int) -> KernelExpansion:
-            self._log_class(c, targets.shape[0])
-            return self._fit_targets(gram, targets[c])
-
-        with TaskThreads() as tasks:
-            return tasks.map(fit_class, list(range(targets.shape[0])), work)
+        return self._classes_on_threads(lambda c: self._fit_targets(gram, targets[c]), targets.shape[0], work)

@@ -134,7 +134,7 @@ from ._loo import (
     path_lambdas,
     stop_reason,
 )
-from ._threads import TaskThreads, blas_section
+from ._threads import blas_section
 
 __all__ = ["MatchingPursuitKFD", "CRITERIA", "DEFLATIONS"]
 
@@ -1132,13 +1132,9 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         g = path_lambdas(n, self.mu).shape[0]
         work = float(targets.shape[0]) * n * g * cap * cap
         most = int(TASKS_MEMORY_SHARE * self.max_memory_gb * 2**30 // path_bytes(n, cap, g))  # paths at their cap
-
-        def fit_class(c: int) -> KernelExpansion:
-            self._log_class(c, targets.shape[0])
-            return self._fit_binary(X, targets[c], generators[c])
-
-        with TaskThreads() as tasks:
-            return tasks.map(fit_class, list(range(targets.shape[0])), work, most=most)
+        return self._classes_on_threads(
+            lambda c: self._fit_binary(X, targets[c], generators[c]), targets.shape[0], work, most
+        )
 
     def _criteria(self, n: int) -> tuple[str, ...]:
         """Return the selections a fit on n rows runs: ``criterion``, or "auto"'s (both up to AUTO_CRITERIA_MAX_N)."""
