@@ -847,9 +847,10 @@ class BaseEstimator:
         lines interleaved, each with its class. :meth:`_fit_expansions` ends the labels.
         """
         if self.verbose:
+            label = plain_label(self.classes_, c)
             _CLASS_LOGS.label = ""
-            self._log(f"one-vs-rest: class {plain_label(self.classes_, c)!r} ({c + 1}/{n_classes})")
-            _CLASS_LOGS.label = f"class {plain_label(self.classes_, c)!r}: "
+            self._log(f"one-vs-rest: class {label!r} ({c + 1}/{n_classes})")
+            _CLASS_LOGS.label = f"class {label!r}: "
 
     def _classes_on_threads(self, fit_class, n_classes: int, work: float, most: int | None = None) -> list:
         """Return ``[fit_class(c) for c in range(n_classes)]``, the classes one round of :class:`TaskThreads`.

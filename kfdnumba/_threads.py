@@ -426,10 +426,6 @@ class TaskThreads:
             self._pool.shutdown(wait=True)
             self._pool = None
 
-    def __del__(self):  # a fit that raised between its rounds: let the idle helpers go
-        if getattr(self, "_pool", None) is not None:
-            self._pool.shutdown(wait=False)
-
     def map(self, fn, items: list, work: float, most: int | None = None) -> list:
         """Return ``[fn(item) for item in items]``, run on several threads when ``work`` (the round's) is large.
 

@@ -748,6 +748,11 @@ class SparseGreedyKFD(SparseKernelClassifier):
         Each step draws κ candidates, gets their statistics from the source (one product
         ``[1; 1₊; K_mᵀ] K[:, cand]``), scores every (class, candidate) pair and accepts the best per class.
         """
+        with TaskThreads() as tasks:  # one-vs-rest: the classes' leave-one-out appends on the call's threads
+            return self._greedy_steps(source, rng, tasks)
+
+    def _greedy_steps(self, source, rng: np.random.Generator, tasks: TaskThreads) -> list[KernelExpansion]:
+        """:meth:`_greedy`'s loop and solutions, its one-vs-rest rounds on ``tasks``."""
         n, n_models = source.n, source.n_models
         kernel = self.kernel_
         kernel_reg = self.regularizer == "kernel"
@@ -797,7 +802,6 @@ class SparseGreedyKFD(SparseKernelClassifier):
         was_active = active.copy()
         fresh = self._fresh_candidates(n)
         last_cand = None
-        tasks = TaskThreads()  # one-vs-rest: the classes' leave-one-out appends on the call's threads
         while active.any():
             step += 1
             if partition and not np.array_equal(active, was_active):
@@ -972,7 +976,6 @@ class SparseGreedyKFD(SparseKernelClassifier):
                 latest = ", ".join(f"{o[-1]:.6g}" for o in objective)
                 self._log(f"step {step}: bases per class {n_bases.tolist()}, objective [{latest}]")
         source.finish()
-        tasks.close()
 
         if (n_bases == 0).any():
             raise ValueError(
