@@ -18,8 +18,12 @@ the same child process right after its fit, on the same data:
 ``RidgeClassifier()`` and by ``RidgeClassifierCV(alphas=logspace(-6, 3, 10))``
 (the peer of ``benchmarks/peers.py``), m = that model's ``n_retained_``. Then
 ``SVC(kernel="rbf", C=1, gamma=γ)`` (libsvm) up to ℓ = 20 000; ThunderSVM
-(``thundersvm.SVC``, CPU) when importable; EigenPro is only detected (this
-script has no EigenPro runner: a note says whether it is importable).
+(``thundersvm.SVC``, CPU; the ``thundersvm-cpu`` package) and EigenPro
+(scikit-learn-extra's ``EigenProClassifier(gamma=γ, random_state=0)``, its
+defaults otherwise: 2 epochs, 1 000 components; loaded with the shims of
+``benchmarks/eigenpro_peer.py``, which NumPy 2, SciPy ≥ 1.14 and scikit-learn ≥ 1.6 need)
+up to ℓ = 20 000 too, when installed (``pip install -e ".[bench]"``); a note
+says when one is not.
 
 Which of ours run where: every method at every ℓ; KFD refuses training sets
 above its ``max_memory_gb`` (the cell records "refused" and the message's
@@ -91,9 +95,9 @@ SIZES = [2_000, 5_000, 10_000, 20_000, 100_000, 1_000_000]
 QUICK_SIZES = [2_000, 5_000]
 SPARSE = ["SparseGreedyKFD", "MatchingPursuitKFD", "ReformativeKFD", "LqKFD"]
 OURS = [*SPARSE, "KFD"]
-PEERS = ["SVC", "ThunderSVM"]
+PEERS = ["SVC", "ThunderSVM", "EigenPro"]
 #: Largest ℓ run per method (the issue's plan); absent: every ℓ (KFD and LqKFD refuse by themselves).
-MAX_SIZE = {"SVC": 20_000, "ThunderSVM": 20_000}
+MAX_SIZE = {"SVC": 20_000, "ThunderSVM": 20_000, "EigenPro": 20_000}
 REPEAT_MAX_SIZE = 100_000  # best of two fits up to here (a single 10⁵ fit varied 1.7× between runs), one above
 REPEAT_MAX_SECONDS = 60.0  # ... unless the first fit took longer than this
 REPEAT_MIN_TOTAL, REPEAT_MAX_FITS = 1.0, 10  # sub-second fits: more, until 1 s of fits (at most 10)
@@ -164,6 +168,13 @@ def build_peer(method: str):
         from thundersvm import SVC as ThunderSVC
 
         return lambda: ThunderSVC(kernel="rbf", C=SVC_C, gamma=GAMMA)
+    if method == "EigenPro":
+        from eigenpro_peer import load_eigenpro
+
+        EigenProClassifier, note = load_eigenpro()
+        if EigenProClassifier is None:
+            raise ValueError(note)
+        return lambda: EigenProClassifier(gamma=GAMMA, random_state=0)
     raise ValueError(f"unknown method {method}")
 
 
@@ -174,6 +185,8 @@ def retained_of(est) -> int:
         return int(np.asarray(est.support_).shape[0])
     if hasattr(est, "n_sv"):  # thundersvm
         return int(np.sum(est.n_sv))
+    if hasattr(est, "centers_"):  # EigenPro: every training point is a centre
+        return int(est.centers_.shape[0])
     return int(est.steps[0][1].n_components)
 
 
@@ -378,11 +391,9 @@ def optional_notes() -> list[str]:
     notes = []
     if importlib.util.find_spec("thundersvm") is None:
         notes.append("ThunderSVM: not importable (thundersvm not installed): skipped")
-    names = [name for name in ("eigenpro", "eigenpro2", "eigenpro3") if importlib.util.find_spec(name) is not None]
-    if names:
-        notes.append(f"EigenPro: {names[0]} importable but this script has no EigenPro runner: not measured")
-    else:
-        notes.append("EigenPro: not importable (eigenpro / eigenpro2 / eigenpro3 not installed): skipped")
+    from eigenpro_peer import load_eigenpro
+
+    notes.append(load_eigenpro()[1])
     return notes
 
 
@@ -425,6 +436,8 @@ def main(argv=None) -> dict:
     notes = optional_notes()
     if importlib.util.find_spec("thundersvm") is None:
         methods = [m for m in methods if m != "ThunderSVM"]
+    if not any(note.startswith("EigenPro: scikit-learn-extra") for note in notes):
+        methods = [m for m in methods if m != "EigenPro"]
     load_start = os.getloadavg()
     print(f"load average at start: {tuple(round(x, 2) for x in load_start)}", flush=True)
     for note in notes:
