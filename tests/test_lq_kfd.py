@@ -601,6 +601,41 @@ def test_lowrank_rho_auto_is_the_exact_model():
     np.testing.assert_allclose(low.decision_function(X), exact.decision_function(X), rtol=1e-6, atol=1e-8)
 
 
+def test_lowrank_tol_auto_is_coarse_only_where_the_factor_only_ranks(monkeypatch):
+    seen = []
+    real = lq_module._pivoted_cholesky
+
+    def spy(kernel, X, max_rank, tol):
+        seen.append(tol)
+        return real(kernel, X, max_rank, tol)
+
+    monkeypatch.setattr(lq_module, "_pivoted_cholesky", spy)
+    X, y = two_blobs(n=150, seed=6)
+    _LqKFD(sigma=1.0, solver="lowrank").fit(X, y)  # rho="auto": the factor ranks, exact columns price and fit
+    _LqKFD(sigma=1.0, solver="lowrank", rho=1e-3).fit(X, y)  # the paper's model: the fit on G Gᵀ itself
+    _LqKFD(sigma=1.0, solver="lowrank", lowrank_tol=1e-6).fit(X, y)
+    assert seen == [lq_module.AUTO_LOWRANK_TOL, lq_module.MODEL_LOWRANK_TOL, 1e-6]
+    assert lq_module.AUTO_LOWRANK_TOL == 1e-4 and lq_module.MODEL_LOWRANK_TOL == 1e-8
+
+
+def test_rho_auto_model_is_the_exact_ridge_fit_of_its_points_whatever_the_factor():
+    # a factor far coarser than "auto"'s only changes which points are ranked first: the model is the ridge
+    # fit of the chosen points on EXACT kernel columns, with the chosen λ
+    from kfdnumba._loo import refit_on_rows
+
+    X, y = two_blobs(n=160, seed=7)
+    model = _LqKFD(sigma=1.0, solver="lowrank", lowrank_tol=1e-2).fit(X, y)
+    assert model.solver_ == "lowrank" and model.rank_ < 50  # measured 44 of 160
+    (refit,) = refit_on_rows(
+        model.kernel_, X, np.where(y == model.classes_[1], 1.0, -1.0), model.support_, "l2", [model.loo_lambda_]
+    )
+    ratio = np.asarray(model.dual_coef_).ravel() / refit.coef  # the model is scaled (class means 2 apart)
+    np.testing.assert_allclose(ratio, ratio[0], rtol=1e-7)
+    decision = model.decision_function(X)
+    fitted = refit.train_output * ratio[0]
+    np.testing.assert_allclose(decision - decision.mean(), fitted - fitted.mean(), rtol=1e-7, atol=1e-9)
+
+
 def test_solver_auto_switches_on_size(monkeypatch):
     X, y = two_blobs(n=200, seed=5)
     assert LqKFD(sigma=1.0).fit(X, y).solver_ == "exact"  # small: exact
