@@ -601,6 +601,88 @@ def test_lowrank_rho_auto_is_the_exact_model():
     np.testing.assert_allclose(low.decision_function(X), exact.decision_function(X), rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.parametrize("solver", ["exact", "lowrank"])
+@pytest.mark.parametrize("penalize_bias", [True, False])
+def test_prefix_objectives_equal_the_objective_of_each_pruning(rng, solver, penalize_bias):
+    """J after removing entries one by one (the kernels of the pruning's table) against the naive J of each pruning."""
+    n = 50
+    X = rng.standard_normal((n, 2))
+    yhat, _ = naive_targets(np.where(np.arange(n) % 3 == 0, 1, -1))
+    model = _LqKFD(sigma=1.0)
+    model.kernel_ = Kernel("rbf", 1.0)
+    model.max_memory_gb, model.lowrank_tol = 1.0, 1e-6
+    if solver == "exact":
+        gram = model._exact_gram(X)
+        K = gram.K
+    else:
+        gram = model._lowrank_gram(X, n)
+        factor_t, _ = _pivoted_cholesky(model.kernel_, X, n, 1e-6)
+        K = factor_t.T @ factor_t
+    targets = gram.targets(yhat)
+    active = random_active(rng, n, 14, with_bias=True)
+    omega = rng.standard_normal(active.shape[0])
+    q, rho = 0.5, 0.02
+    _, state = gram.objective(targets, active, omega, rho * n, q, penalize_bias)
+    order = rng.permutation(active.shape[0])[:9]
+    if not penalize_bias:
+        order = order[active[order] != 0]  # an exempt bias is never a candidate
+    else:
+        order = np.concatenate([[0], order[order != 0]])  # the bias among the removed (column of ones)
+    total = _lq_penalty(active, omega, q, penalize_bias)
+    table = gram.prefix_objectives(targets, state, active[order], omega[order], rho * n, q, total)
+    assert table.shape == (order.shape[0],)
+    full = np.zeros(n + 1)
+    full[active] = omega
+    for k in range(order.shape[0]):
+        full[active[order[k]]] = 0.0
+        assert table[k] == pytest.approx(naive_objective(K, yhat, full, rho, q, penalize_bias), rel=1e-11)
+
+
+@pytest.mark.parametrize("solver", ["exact", "lowrank"])
+def test_monotone_prune_with_the_table_decides_as_the_trials(rng, solver):
+    """The pruning read from the one-pass table is the one the trials (all, then bisection) choose."""
+    n = 60
+    X = rng.standard_normal((n, 2))
+    yhat, _ = naive_targets(np.where(np.arange(n) % 2 == 0, 1, -1))
+    model = _LqKFD(sigma=1.0)
+    model.kernel_ = Kernel("rbf", 1.0)
+    model.max_memory_gb, model.lowrank_tol = 1.0, 1e-6
+    gram = model._exact_gram(X) if solver == "exact" else model._lowrank_gram(X, n)
+    targets = gram.targets(yhat)
+    outcomes = set()
+    for trial in range(40):
+        active = random_active(rng, n, 20, with_bias=True)
+        omega = rng.standard_normal(active.shape[0])
+        omega[1:][rng.random(active.shape[0] - 1) < 0.5] *= 10.0 ** rng.uniform(-9, -3, 1)  # dying coefficients
+        rho = 10.0 ** rng.uniform(-4, -1)
+        j, state = gram.objective(targets, active, omega, rho * n, 1.0, True)
+        j_new = j + rng.normal(0.0, 1e-3 * abs(j))  # acceptable or not, either way
+
+        def pruned(kept, kept_omega, removed, removed_omega):
+            return gram.pruned_objective(targets, state, kept, kept_omega, removed, removed_omega, rho * n, 1.0, True)
+
+        def prefix(removed, removed_omega):
+            return gram.prefix_objectives(
+                targets, state, removed, removed_omega, rho * n, 1.0, _lq_penalty(active, omega, 1.0, True)
+            )
+
+        trials = _monotone_prune(active, omega, 1e-2, True, j_new, pruned)
+        table = _monotone_prune(active, omega, 1e-2, True, j_new, pruned, prefix)
+        assert (trials is None) == (table is None)
+        if trials is not None:
+            np.testing.assert_array_equal(table[0], trials[0])
+            np.testing.assert_array_equal(table[1], trials[1])
+            assert table[2] == trials[2]
+            outcomes.add(
+                "all"
+                if table[0].shape[0] == np.count_nonzero(np.abs(omega) > 1e-2 * np.abs(omega[1:]).max())
+                else "part"
+            )
+        else:
+            outcomes.add("none")
+    assert outcomes == {"all", "part", "none"}  # every branch was exercised
+
+
 def test_lowrank_tol_auto_is_coarse_only_where_the_factor_only_ranks(monkeypatch):
     seen = []
     real = lq_module._pivoted_cholesky
