@@ -274,11 +274,15 @@ def test_pruned_fit_matches_the_unpruned_eq8_iteration(data, sigma, rho, q, tigh
 # ------------------------------------------------------------------ the mathematics
 @pytest.mark.parametrize("penalize_bias", [True, False])
 @pytest.mark.parametrize("q", [1.0, 0.5, 0.25])
-def test_objective_never_increases(q, penalize_bias):
+@pytest.mark.parametrize("accelerate", [False, True])
+def test_objective_never_increases(q, penalize_bias, accelerate):
     X, y = two_blobs(n=80, seed=1)
-    model = LqKFD(sigma=0.8, rho=3e-3, q=q, tol=1e-9, penalize_bias=penalize_bias).fit(X, y)
+    model = LqKFD(sigma=0.8, rho=3e-3, q=q, tol=1e-9, penalize_bias=penalize_bias, accelerate=accelerate).fit(X, y)
     J = model.j_history_
-    assert J.shape[0] == model.n_iter_ >= 3
+    if accelerate:  # a SQUAREM cycle per entry: two or three eq. (8) steps each
+        assert 2 * J.shape[0] <= model.n_iter_ <= 3 * J.shape[0] and J.shape[0] >= 3
+    else:
+        assert J.shape[0] == model.n_iter_ >= 3
     assert np.all(np.diff(J) <= 1e-12 * np.abs(J[:-1]))
     # and it ends where J was evaluated: the final model's objective
     K = rbf_gram(X, 0.8)
@@ -364,9 +368,68 @@ def test_bias_exempt_is_kept_and_unpenalised():
     assert model.j_history_[-1] == pytest.approx(J, rel=1e-10)
 
 
-def test_tol_zero_runs_max_iter():
+@pytest.mark.parametrize("accelerate", [False, True])
+def test_tol_zero_runs_max_iter(accelerate):
     X, y = two_blobs(n=40, seed=7)
-    assert LqKFD(sigma=1.0, tol=0.0, max_iter=7).fit(X, y).n_iter_ == 7
+    model = LqKFD(sigma=1.0, tol=0.0, max_iter=7, accelerate=accelerate).fit(X, y)
+    assert model.n_iter_ == 7  # accelerated: cycles of 3, 3, then one plain step
+    assert model.j_history_.shape[0] == (3 if accelerate else 7)
+
+
+def test_squarem_cycle_lands_on_the_fixed_point_of_a_linear_contraction():
+    # F(x) = x* + 0.9 (x - x*): one eigenvalue, so the extrapolation ω - 2αr + α²v is x* itself
+    target = np.array([1.0, -2.0, 0.5])
+
+    def step(active, x):
+        return target + 0.9 * (x - target)
+
+    def objective(active, x):
+        return float(np.sum((x - target) ** 2)), x.copy()
+
+    x0 = np.array([4.0, 3.0, -1.0])
+    omega, j, state, used = _LqKFD._squarem_cycle(step, objective, None, x0, budget=10)
+    np.testing.assert_allclose(omega, target, atol=1e-12)  # two plain steps would be 0.81 of the way
+    assert used == 3 and j < 1e-20 and state is not omega
+    # no room for the third step: the two plain steps
+    omega, j, _, used = _LqKFD._squarem_cycle(step, objective, None, x0, budget=2)
+    np.testing.assert_allclose(omega, target + 0.81 * (x0 - target))
+    assert used == 2
+
+    # an extrapolation that raises J is refused (J must never increase): the two plain steps stand
+    def worse(active, x):
+        return float(np.sum((x - target) ** 2)) + (1e3 if np.allclose(x, target) else 0.0), x.copy()
+
+    omega, j, _, used = _LqKFD._squarem_cycle(step, worse, None, x0, budget=10)
+    np.testing.assert_allclose(omega, target + 0.81 * (x0 - target))
+    assert used == 3
+
+
+@pytest.mark.parametrize("penalize_bias", [True, False])
+def test_accelerated_iteration_reaches_the_plain_iterations_minimum(penalize_bias):
+    # q = 1 is convex: both iterations tend to the one minimum of J
+    X, y = two_blobs(n=70, seed=11)
+    params = {"sigma": 1.0, "rho": 3e-3, "q": 1.0, "tol": 1e-13, "prune_tol": 1e-9, "penalize_bias": penalize_bias}
+    plain = LqKFD(accelerate=False, **params).fit(X, y)
+    fast = LqKFD(accelerate=True, **params).fit(X, y)
+    assert fast.j_history_[-1] == pytest.approx(plain.j_history_[-1], rel=1e-7)
+    assert fast.n_iter_ < plain.n_iter_
+    np.testing.assert_allclose(fast.decision_function(X), plain.decision_function(X), rtol=1e-4, atol=1e-4)
+
+
+def test_accelerate_auto_is_on_for_the_rho_path_only(monkeypatch):
+    cycles = []
+    real = _LqKFD._squarem_cycle
+
+    def spy(step, objective, active, omega, budget):
+        cycles.append(budget)
+        return real(step, objective, active, omega, budget)
+
+    monkeypatch.setattr(_LqKFD, "_squarem_cycle", staticmethod(spy))
+    X, y = two_blobs(n=60, seed=12)
+    _LqKFD(sigma=1.0, rho=1e-3).fit(X, y)  # a fixed ρ: the paper's plain iteration
+    assert cycles == []
+    _LqKFD(sigma=1.0).fit(X, y)  # rho="auto"
+    assert len(cycles) > 0
 
 
 def test_multiclass_shares_gram_and_matches_binary_fits():
@@ -429,6 +492,7 @@ def test_q_outside_unit_interval_refused(q):
         ({"max_rank": 10.5}, ValueError, "'max_rank' parameter"),
         ({"lowrank_tol": -1e-9}, ValueError, r"'lowrank_tol' parameter of LqKFD must be a float in \[0, 1\)"),
         ({"lowrank_tol": 1.0}, ValueError, "'lowrank_tol' parameter"),
+        ({"accelerate": "yes"}, ValueError, "'accelerate' parameter"),
     ],
 )
 def test_bad_parameters_refused(params, error, match):
