@@ -137,6 +137,9 @@ AUTO_QS = (1.0, 0.5)
 #: ``solver="auto"``: the exact path up to this many training points, the low-rank one above.
 #: 500: on Banana-like data (σ = 0.7, r ≈ 150-175) the low-rank path was faster from 700 points (ℓ = 700
 #: 101 against 127 ms, ℓ = 1000 138 against 235 ms, the same model) and slower at 400 (52 against 40 ms).
+#: With ``rho="auto"``'s coarser factor and accelerated steps (seventeenth session) the low-rank path is faster
+#: from 300 points (400: 18 against 25 ms; 500: 18 against 40 ms); the threshold stays where a fixed ρ's
+#: 1e-8 factor needs it, and below it the protocol sets (170-400 points) keep their exact-path models.
 AUTO_EXACT_MAX_N = 500
 #: ``lowrank_tol="auto"`` with ``rho="auto"``, where the factor only ranks the points (each support is priced and
 #: refitted on exact kernel columns): entries of K within 1e-4. Against 1e-8 (one-off script, 3 seeds each, the
