@@ -299,36 +299,23 @@ def _gathered_coordinates(P, active, omega, out):
 
 
 @jit(parallel=False)
-def _prefix_misfits_exact(K, yhat, base, rows, omega, out):
-    """``out[k] = ½‖ŷ - f_k‖²``, ``f_k = base - Σ_{i ≤ k} K̃[:, rows_i] ω_i``: entries removed one by one, O(ℓ) each.
+def _prefix_misfits(vectors, offset, bias, target, base, rows, omega, out):
+    """``out[k] = ‖target - u_k‖²``, ``u_k = base - Σ_{i ≤ k} ω_i x(rows_i)``: entries removed one by one.
 
-    ``rows`` are ω indices (0: the bias, whose column of K̃ is 1); ``base`` the outputs before any removal.
+    ``x(0) = bias`` (the bias's vector) and ``x(j) = vectors[j - offset]`` else: on the exact path
+    ``vectors = Kᵀ`` (offset 1: K̃'s column j is K's column j - 1, the bias's a column of ones), u the
+    outputs and ``target = ŷ``; on the low-rank path ``vectors = P`` (offset 0, bias ``P[0]``), u the
+    coordinates and ``target = z``. O(length of u) per entry.
     """
-    n = K.shape[0]
-    f = base.copy()
+    u = base.copy()
     for k in range(rows.shape[0]):
         j = rows[k]
         w = omega[k]
+        x = bias if j == 0 else vectors[j - offset]
         misfit = 0.0
-        for i in range(n):
-            f[i] -= w if j == 0 else K[i, j - 1] * w
-            d = yhat[i] - f[i]
-            misfit += d * d
-        out[k] = 0.5 * misfit
-
-
-@jit(parallel=False)
-def _prefix_misfits_coordinates(P, z, base, rows, omega, out):
-    """``out[k] = ‖z - u_k‖²``, ``u_k = base - Σ_{i ≤ k} ω_i P[rows_i]``: the low-rank misfit, O(r) per entry."""
-    width = P.shape[1]
-    u = base.copy()
-    for k in range(rows.shape[0]):
-        r = rows[k]
-        w = omega[k]
-        misfit = 0.0
-        for c in range(width):
-            u[c] -= w * P[r, c]
-            d = z[c] - u[c]
+        for c in range(u.shape[0]):
+            u[c] -= w * x[c]
+            d = target[c] - u[c]
             misfit += d * d
         out[k] = misfit
 
@@ -598,8 +585,8 @@ class _ExactGram:
     def prefix_objectives(self, targets, base, rows, omega, penalty_weight, q, penalty_total):
         """J after removing ``(rows, omega)`` one by one from the iterate whose outputs are ``base`` (O(ℓk))."""
         misfits = np.empty(rows.shape[0])
-        _prefix_misfits_exact(self.K, targets.yhat, base, rows, omega, misfits)
-        return misfits + penalty_weight * _penalty_left(penalty_total, omega, q)
+        _prefix_misfits(self.K.T, 1, np.ones(self.n), targets.yhat, base, rows, omega, misfits)
+        return 0.5 * misfits + penalty_weight * _penalty_left(penalty_total, omega, q)
 
     def _objective(self, targets, base, added, added_omega, active, omega, penalty_weight, q, penalize_bias):
         outputs = np.empty(self.n)
@@ -684,7 +671,7 @@ class _LowRankGram:
     def prefix_objectives(self, targets, base, rows, omega, penalty_weight, q, penalty_total):
         """J after removing ``(rows, omega)`` one by one from the iterate whose coordinates are ``base`` (O(kr))."""
         misfits = np.empty(rows.shape[0])
-        _prefix_misfits_coordinates(self.P, targets.coordinates, base, rows, omega, misfits)
+        _prefix_misfits(self.P, 0, self.P[0], targets.coordinates, base, rows, omega, misfits)
         return 0.5 * (targets.misfit_floor + misfits) + penalty_weight * _penalty_left(penalty_total, omega, q)
 
     def outputs(self, state):

@@ -51,6 +51,14 @@ def rbf_gram(X, sigma=1.0):
     return Kernel("rbf", sigma).block(X, X)
 
 
+def gram_builder():
+    """An unfitted LqKFD whose ``_exact_gram`` / ``_lowrank_gram`` build K's forms (RBF, σ = 1, factor to 1e-6)."""
+    model = _LqKFD(sigma=1.0)
+    model.kernel_ = Kernel("rbf", 1.0)
+    model.max_memory_gb, model.lowrank_tol = 1.0, 1e-6
+    return model
+
+
 def random_active(rng, n, size, with_bias):
     picks = rng.choice(np.arange(1, n + 1), size=size, replace=False)
     active = np.sort(np.concatenate([[0], picks]) if with_bias else picks).astype(np.int64)
@@ -611,9 +619,7 @@ def test_lowrank_gram_is_k_tilde_of_the_factor(rng):
     n = 50
     X = rng.standard_normal((n, 2))
     yhat, _ = naive_targets(np.where(np.arange(n) % 3 == 0, 1, -1))
-    model = _LqKFD(sigma=1.0)
-    model.kernel_ = Kernel("rbf", 1.0)
-    model.max_memory_gb, model.lowrank_tol = 1.0, 1e-6
+    model = gram_builder()
     gram = model._lowrank_gram(X, n)
     factor_t, _ = _pivoted_cholesky(model.kernel_, X, n, 1e-6)
     K_low = factor_t.T @ factor_t
@@ -672,9 +678,7 @@ def test_prefix_objectives_equal_the_objective_of_each_pruning(rng, solver, pena
     n = 50
     X = rng.standard_normal((n, 2))
     yhat, _ = naive_targets(np.where(np.arange(n) % 3 == 0, 1, -1))
-    model = _LqKFD(sigma=1.0)
-    model.kernel_ = Kernel("rbf", 1.0)
-    model.max_memory_gb, model.lowrank_tol = 1.0, 1e-6
+    model = gram_builder()
     if solver == "exact":
         gram = model._exact_gram(X)
         K = gram.K
@@ -708,9 +712,7 @@ def test_monotone_prune_with_the_table_decides_as_the_trials(rng, solver):
     n = 60
     X = rng.standard_normal((n, 2))
     yhat, _ = naive_targets(np.where(np.arange(n) % 2 == 0, 1, -1))
-    model = _LqKFD(sigma=1.0)
-    model.kernel_ = Kernel("rbf", 1.0)
-    model.max_memory_gb, model.lowrank_tol = 1.0, 1e-6
+    model = gram_builder()
     gram = model._exact_gram(X) if solver == "exact" else model._lowrank_gram(X, n)
     targets = gram.targets(yhat)
     outcomes = set()
