@@ -33,6 +33,7 @@ def LqKFD(**params):  # noqa: N802 - the paper's cut (the data-driven default is
 import kfdnumba.lq_kfd as lq_module  # noqa: E402
 from kfdnumba._kernels import Kernel  # noqa: E402
 from kfdnumba._linalg import row_gram_lower  # noqa: E402
+from kfdnumba._threads import force_parallel  # noqa: E402
 from kfdnumba.lq_kfd import (  # noqa: E402
     _gathered_coordinates,
     _lq_penalty,
@@ -566,6 +567,33 @@ def test_pivoted_cholesky_matches_naive_and_reconstructs_k(rng, variant, tol, mo
     short, short_residual = _pivoted_cholesky(kernel, X, 5, tol)
     np.testing.assert_allclose(short, factor_t[:5], rtol=1e-12, atol=1e-14)
     assert short_residual > tol
+
+
+@pytest.mark.parametrize("n", [90, 3000])
+def test_pivoted_cholesky_serial_pivots_in_one_call_are_the_per_pivot_factor(rng, n, monkeypatch):
+    # RBF with few features: the pivots below the parallel threshold run in one serial call (_rbf_pivots);
+    # with every kernel forced parallel they run one by one from Python: the same factor, to the bit
+    X = rng.standard_normal((n, 3))
+    kernel = Kernel("rbf", 1.5)
+    calls = []
+    real = lq_module._rbf_pivots
+
+    def spy(*args):
+        out = real(*args)
+        calls.append((args[3], args[4], out))  # k in, k_stop, k out
+        return out
+
+    monkeypatch.setattr(lq_module, "_rbf_pivots", spy)
+    fused, fused_ratio = _pivoted_cholesky(kernel, X, 200, 1e-9)
+    with force_parallel():
+        per_pivot, ratio = _pivoted_cholesky(kernel, X, 200, 1e-9)
+    assert np.array_equal(fused, per_pivot) and fused_ratio == ratio
+    (k_in, k_stop, k_out), (_, stop_forced, _) = calls
+    assert k_in == 0 and stop_forced == 0  # forced parallel: no pivot in the serial call
+    if n == 90:  # every pivot serial (90 · 202 below the threshold): the call stopped at the tolerance
+        assert k_out == fused.shape[0] < k_stop
+    else:  # 3 000 rows: the serial call takes the first pivots, the parallel updates the rest
+        assert 0 < k_stop == k_out < fused.shape[0]
 
 
 @pytest.mark.parametrize("variant", ["parallel", "serial"])
