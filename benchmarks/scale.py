@@ -1,7 +1,7 @@
 """Scale: every estimator of ours against same-size Nyström ridge classifiers and SVC, ℓ = 2 000 … 1 000 000.
 
     python benchmarks/scale.py --quick                    # ℓ = 2 000 and 5 000 only (a few minutes)
-    python benchmarks/scale.py                            # ℓ = 2 000 … 1 000 000 (most of an hour on 2 cores)
+    python benchmarks/scale.py                            # ℓ = 2 000 … 1 000 000 (about 4-5 minutes on 2 cores)
     python benchmarks/scale.py --sizes 100000 --methods SparseGreedyKFD SVC --timeout 300 --json out.json
     python benchmarks/scale.py --show out.json            # the table and verdicts of a saved run
 
