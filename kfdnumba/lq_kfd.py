@@ -502,9 +502,7 @@ def _pivoted_cholesky(kernel, X: np.ndarray, max_rank: int, tol: float) -> tuple
         else:  # the first k whose update is worth the threads: n (k + 2) ≥ min_work
             k_stop = max(0, math.ceil(min_work / n) - 2)
         k = _rbf_pivots(rows.B, rows.transposed, kernel.gamma, 0, k_stop, tol * scale, factor_t, residual, np.empty(n))
-        if k < k_stop:  # the tolerance was reached
-            max_rank = k
-    while k < max_rank:
+    while k < max_rank:  # (stopped early by the tolerance, the serial call leaves this loop one argmax)
         pivot = int(np.argmax(residual))
         if not residual[pivot] > tol * scale:
             break
