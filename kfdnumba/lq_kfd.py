@@ -806,10 +806,10 @@ class LqKFD(SparseKernelClassifier):
         ρ's fit only ranks the points for the leave-one-out path; a fixed ρ
         runs the paper's plain iteration. Measured with ``rho="auto"``
         (``benchmarks/RESULTS.md``, seventeenth session): Banana-like data at
-        2 000 / 5 000 / 2·10⁴ points 62 → 37 / 55 → 40 / 64 → 44 ms; on the
-        protocol sets (Table A) banana 10.74 → 10.69 %, breast_cancer 29.74 →
-        28.57, heart 17.50 → 17.20, twonorm 2.85 → 2.57, german 23.50 →
-        23.53, ringnorm 2.01 → 2.12; USPS digits 5.73 → 5.58 % in 3.3 → 3.0 s.
+        2 000 / 5 000 / 2·10⁴ points 66 → 39 / 55 → 36 / 65 → 47 ms; on the
+        protocol sets (Table A) banana 10.74 → 10.71 %, breast_cancer 29.74 →
+        28.57, heart 17.50 → 17.20, twonorm 2.85 → 2.83, german 23.50 →
+        23.53, ringnorm 2.01 → 2.12; USPS digits 5.73 → 5.58 % in 3.3 → 2.9 s.
     lowrank_tol : float or "auto", default "auto"
         The factor stops once the largest residual diagonal of ``K - GGᵀ`` is
         at most ``lowrank_tol · max_i K_ii``: every entry of K is then matched
