@@ -124,7 +124,7 @@ from ._base import (
 )
 from ._jit import jit
 from ._kernels import row_class_means, row_class_scatter
-from ._linalg import back_substitution, cholesky_append, forward_substitution_columns
+from ._linalg import back_substitution, cholesky_append
 from ._loo import (
     INITIAL_STORE_ROWS,
     LooPath,
@@ -150,6 +150,10 @@ _BLOCK_ENTRIES = 1 << 22
 _MATVEC_CHUNKS = 16
 #: Gain given to skipped / already chosen candidates (real gains are ≥ 0).
 _SKIP = -1.0
+_NO_BLOCK = np.empty((0, 0))
+_NO_MEANS = np.empty((0, 2))
+_NO_ROWS = np.empty(0)
+_NO_LAST = (np.empty((0, 2)), np.empty(0), np.empty((0, 0)), np.empty((0, 0)))
 #: With ``mu="auto"`` the nodes are selected with μ = this × ℓ (the final μ is chosen by leave-one-out);
 #: it chose better nodes than the paper's 0.001 on the noisy IDA sets (benchmarks/peers.py).
 AUTO_SELECTION_MU_RELATIVE = 1e-2
@@ -225,6 +229,70 @@ def _append_node_and_score(W, m, p, n_row, l_mm, q_m, selected, diag_mu, w_norm2
         w_norm2[x] += w * w
         w_q[x] += q_m * w
         gains[x] = _candidate_gain(x, selected, diag_mu, w_norm2, w_q, d)
+
+
+@jit(parallel=False)
+def _offer_statistics(
+    rows, sub, fresh, old, f_means, f_diag, stored, m_last, L, q, mu, last, open_, means, diag, cross, w, gains
+):
+    """Compute a sampled step's candidate statistics and gains in one call (:meth:`_SampledNodes.offer`).
+
+    ``rows``: the κ candidates' kernel rows; ``sub``: those at positions ``fresh`` (contiguous), whose class
+    means and scatter diagonal are ``f_means``, ``f_diag``; ``old``: positions kept from the last step, whose
+    statistics ``last = (means, diag, N_full[S, cand], w)`` (on its ``m_last`` nodes) are copied and extended
+    by the nodes accepted since. ``stored``: the m nodes' class-centred rows ``K̄[S, :]``. Writes ``means``,
+    ``diag``, ``cross = N_full[S, cand]``, ``w = L⁻¹ cross`` and ``gains`` (``e_x² / ρ_x`` of eq. (20), or
+    ``_SKIP`` where ``open_`` is False or ρ is at rounding level); returns the mask of candidates whose ρ is
+    above rounding level.
+    """
+    m = stored.shape[0]
+    kappa = rows.shape[0]
+    last_means, last_diag, last_cross, last_w = last
+    for t in range(old.shape[0]):
+        x = old[t]
+        means[x, 0] = last_means[x, 0]
+        means[x, 1] = last_means[x, 1]
+        diag[x] = last_diag[x]
+        for r in range(m_last):
+            cross[r, x] = last_cross[r, x]
+            w[r, x] = last_w[r, x]
+    if old.shape[0]:
+        for r in range(m_last, m):  # the node accepted since (at most one): a product over every row
+            products = np.dot(rows, stored[r])
+            for t in range(old.shape[0]):
+                x = old[t]
+                cross[r, x] = products[x]
+                value = products[x]
+                for k in range(r):
+                    value -= L[r, k] * w[k, x]
+                w[r, x] = value / L[r, r]
+    if fresh.shape[0]:
+        # N_full[S, cand] (K̄ rows sum to zero within each class): one BLAS GEMM, the long operand on the right
+        f_cross = np.dot(sub, stored.T) if m else np.zeros((fresh.shape[0], 0))
+        for t in range(fresh.shape[0]):
+            x = fresh[t]
+            means[x, 0] = f_means[t, 0]
+            means[x, 1] = f_means[t, 1]
+            diag[x] = f_diag[t]
+            for i in range(m):  # w_x = L⁻¹ N_full[S, x]
+                value = f_cross[t, i]
+                cross[i, x] = value
+                for k in range(i):
+                    value -= L[i, k] * w[k, x]
+                w[i, x] = value / L[i, i]
+    usable = np.empty(kappa, dtype=np.bool_)
+    for x in range(kappa):
+        diag_mu = diag[x] + mu
+        norm2 = 0.0
+        e = 0.0
+        for k in range(m):
+            norm2 += w[k, x] * w[k, x]
+            e += q[k] * w[k, x]
+        rho = diag_mu - norm2
+        e -= means[x, 1] - means[x, 0]
+        usable[x] = rho > RHO_RTOL * diag_mu
+        gains[x] = e * e / rho if usable[x] and open_[x] else _SKIP
+    return usable
 
 
 @jit
@@ -513,41 +581,30 @@ class _SampledNodes:
         diag = np.empty(kappa)
         cross = np.empty((m, kappa))  # N_full[S, cand]
         w = np.empty((m, kappa))  # L⁻¹ N_full[S, cand]
-        if old.size:
-            _, m_last, last_means, last_diag, last_cross, last_w = last
-            means[old], diag[old] = last_means[old], last_diag[old]
-            cross[:m_last, old], w[:m_last, old] = last_cross[:, old], last_w[:, old]
-            for r in range(m_last, m):  # the node accepted since (at most one): one new row each
-                cross[r, old] = (rows @ self.centred[r])[old]  # (a product over every row: no gathered copy)
-                w[r, old] = (cross[r, old] - L[r, :r] @ w[:r, old]) / L[r, r]
+        sub, f_means, f_diag = _NO_BLOCK, _NO_MEANS, _NO_ROWS
         if fresh.size:
             sub = rows if fresh.size == kappa else (rows[fresh] if fresh_rows is None else fresh_rows)
             f_means, f_diag = np.empty((fresh.size, 2)), np.empty(fresh.size)
             _class_means_and_scatter_diag.run(4 * sub.size, sub, self.pos64, self.n_pos, self.n_neg, f_means, f_diag)
-            means[fresh], diag[fresh] = f_means, f_diag
-            if m:
-                # N_full[S, cand] (K̄ rows sum to zero within each class), BLAS-shaped s × ℓ × κ on ONE BLAS
-                # thread: BLAS threads would spin on the cores the next step's parallel kernel block needs
-                # (ℓ = 10⁵: 6.3 s with them, 4.7 s without). Written as (sub · centredᵀ)ᵀ: OpenBLAS runs this
-                # skinny shape faster with the long operand on the right (s = 270 / 2 700 rows of 5 000, 5
-                # candidates: 0.80 / 11.1 against 0.94 / 17.8 ms; USPS digits, 10 classes: the fit 31 → 29 s).
-                f_cross = (sub @ self.centred[:m].T).T
-                cross[:, fresh] = f_cross
-                w[:, fresh] = forward_substitution_columns(L, m, f_cross)
+        m_last, previous = (last[1], last[2:]) if old.size else (0, _NO_LAST)
+        gains = np.empty(kappa)
+        # N_full[S, cand] of the fresh candidates inside: BLAS-shaped s × ℓ × κ on ONE BLAS thread (BLAS threads
+        # would spin on the cores the next step's parallel kernel block needs; ℓ = 10⁵: 6.3 s with them, 4.7 s
+        # without), as (sub · centredᵀ): OpenBLAS runs this skinny shape faster with the long operand on the right
+        # (s = 270 / 2 700 rows of 5 000, 5 candidates: 0.80 / 11.1 against 0.94 / 17.8 ms). One call for the
+        # step's statistics and gains: their two dozen NumPy operations were most of a step below 10⁴ rows.
+        usable_rho = _offer_statistics(
+            rows, sub, fresh, old, f_means, f_diag, self.centred[:m], m_last, L, q, mu, previous,
+            self.usable[cand], means, diag, cross, w, gains,
+        )  # fmt: skip
         self._last = (kappa, m, means, diag, cross, w)
-        d_cand = means[:, 1] - means[:, 0]
-        diag_mu = diag + mu
-        rho = diag_mu - np.einsum("ij,ij->j", w, w)
-        e = q[:m] @ w - d_cand
-        usable_rho = rho > RHO_RTOL * diag_mu
         self.usable[cand[~usable_rho]] = False  # ρ at rounding level: never divide by it, never draw it again
-        open_ = usable_rho & self.usable[cand]  # (another class's draw may hold points this one has used)
-        gains = np.full(kappa, _SKIP)
-        gains[open_] = e[open_] ** 2 / rho[open_]
         i = int(np.argmax(gains))
         gain = gains[i]
         if not gain > _SKIP:
             return  # every drawn candidate was skipped: draw again from the rest
+        d_cand = means[:, 1] - means[:, 0]
+        diag_mu = diag + mu
         p = int(cand[i])
         if m > 0 and gain < self.tol * (self.J + gain):
             self._stop(f"relative gain {gain / (self.J + gain):.3g} < tol after {m} nodes")

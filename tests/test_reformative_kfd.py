@@ -603,6 +603,48 @@ def test_kept_candidates_statistics_equal_computing_them_again(n_classes, monkey
     np.testing.assert_allclose(kept.decision_function(X), again.decision_function(X), rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.parametrize("m, m_last, n_old", [(0, 0, 0), (5, 5, 0), (6, 5, 4), (6, 5, 9), (4, 4, 9)])
+def test_offer_statistics_kernel_matches_numpy(m, m_last, n_old):
+    """The sampled step's one-call statistics (kept candidates extended by the new node, fresh ones from their
+    rows) and gains equal eq. (20) computed directly: w_x = L⁻¹ N_full[S, x], ρ_x = N_xx + μ - ||w_x||²."""
+    r = np.random.default_rng(m + 10 * n_old)
+    n, kappa, mu = 30, 9, 0.3
+    rows = r.random((kappa, n))
+    stored = r.standard_normal((m, n))
+    A = r.standard_normal((m, m + 3))
+    L = np.linalg.cholesky(A @ A.T + np.eye(m)) if m else np.zeros((0, 0))
+    q = r.standard_normal(m)
+    means, diag = r.random((kappa, 2)), r.random(kappa) + 2.0
+    cross = stored @ rows.T  # N_full[S, cand] as the kernel computes it
+    w = np.linalg.solve(L, cross) if m else np.zeros((0, kappa))
+    diag[1] = float(w[:, 1] @ w[:, 1]) - mu  # ρ = 0 exactly: at rounding level, skipped
+    kept = np.zeros(kappa, dtype=bool)
+    kept[:n_old] = True
+    fresh, old = np.flatnonzero(~kept), np.flatnonzero(kept)
+    last = (means.copy(), diag.copy(), cross[:m_last].copy(), w[:m_last].copy())
+    if not n_old:
+        last = (np.empty((0, 2)), np.empty(0), np.empty((0, 0)), np.empty((0, 0)))
+    open_ = np.ones(kappa, dtype=bool)
+    open_[2] = False  # used by another class
+    out = np.empty((kappa, 2)), np.empty(kappa), np.empty((m, kappa)), np.empty((m, kappa)), np.empty(kappa)
+    usable = rk._offer_statistics(
+        rows, np.ascontiguousarray(rows[fresh]), fresh, old, means[fresh], diag[fresh], stored, m_last, L, q, mu,
+        last, open_, *out,
+    )  # fmt: skip
+    np.testing.assert_array_equal(out[0], means)
+    np.testing.assert_array_equal(out[1], diag)
+    np.testing.assert_allclose(out[2], cross, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(out[3], w, rtol=1e-11, atol=1e-12)
+    rho = diag + mu - np.sum(w * w, axis=0)
+    e = q @ w - (means[:, 1] - means[:, 0])
+    expect_usable = rho > rk.RHO_RTOL * (diag + mu)
+    np.testing.assert_array_equal(usable, expect_usable)
+    assert not usable[1] or m == 0
+    gains = np.where(expect_usable & open_, e**2 / np.where(expect_usable, rho, 1.0), rk._SKIP)
+    np.testing.assert_allclose(out[4], gains, rtol=1e-10)
+    assert out[4][2] == rk._SKIP
+
+
 def test_path_cross_from_the_within_scatter_equals_the_direct_products():
     """The leave-one-out path's [1ᵀk_x; K[S, :] k_x], recovered from N_full[S, x] and the class means."""
     X, y = make_data(50, d=2, seed=41)
