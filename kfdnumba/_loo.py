@@ -852,6 +852,9 @@ REFIT_BLOCK_BYTES = 8 * 2**20
 #: ... else it makes its passes over row blocks of this many bytes, which stay in a core's L2 cache with their
 #: products (ℓ = 2·10⁴, 84 points: 35 → 23 ms against blocks of ``REFIT_BLOCK_BYTES``; ℓ = 10⁵: 148 → 115 ms).
 REFIT_PASS_BYTES = 2 * 2**20
+#: ... and at least this many rows (up to ``REFIT_BLOCK_BYTES``): with many points (m in the hundreds or thousands,
+#: one-vs-rest unions) a block's products stay BLAS-shaped and big enough for the BLAS threads.
+REFIT_PASS_MIN_ROWS = 1024
 #: :func:`refit_on_rows` keeps every λ's fits and hat diagonals (ℓ × (targets + 1) × g) up to this size,
 #: else it makes a third pass for the chosen λ (memory O(ℓ · targets)).
 REFIT_STORE_BYTES = 64 * 2**20
@@ -873,10 +876,10 @@ class RowRefit:
 def row_blocks(n: int, m: int, block_bytes: float | None = None) -> list[tuple[int, int]]:
     """Row ranges of blocks of kernel values against m points, ``block_bytes`` each.
 
-    By default ``REFIT_PASS_BYTES`` (at most ``REFIT_BLOCK_BYTES``).
+    By default ``REFIT_PASS_BYTES``, or ``REFIT_PASS_MIN_ROWS`` rows if that is more, at most ``REFIT_BLOCK_BYTES``.
     """
     if block_bytes is None:
-        block_bytes = min(REFIT_PASS_BYTES, REFIT_BLOCK_BYTES)
+        block_bytes = min(max(REFIT_PASS_BYTES, 8.0 * m * REFIT_PASS_MIN_ROWS), REFIT_BLOCK_BYTES)
     step = max(1, min(max(n, 1), int(block_bytes) // (8 * max(m, 1))))
     return [(lo, min(n, lo + step)) for lo in range(0, n, step)]
 
