@@ -595,7 +595,7 @@ class _SampledNodes:
         # step's statistics and gains: their two dozen NumPy operations were most of a step below 10⁴ rows.
         usable_rho = _offer_statistics(
             rows, sub, fresh, old, f_means, f_diag, self.centred[:m], m_last, L, q, mu, previous,
-            self.usable[cand], means, diag, cross, w, gains,
+            self.usable[cand], means, diag, cross, w, gains,  # (another class's draw may hold points this one used)
         )  # fmt: skip
         self._last = (kappa, m, means, diag, cross, w)
         self.usable[cand[~usable_rho]] = False  # ρ at rounding level: never divide by it, never draw it again
@@ -603,8 +603,7 @@ class _SampledNodes:
         gain = gains[i]
         if not gain > _SKIP:
             return  # every drawn candidate was skipped: draw again from the rest
-        d_cand = means[:, 1] - means[:, 0]
-        diag_mu = diag + mu
+        diag_mu = diag[i] + mu
         p = int(cand[i])
         if m > 0 and gain < self.tol * (self.J + gain):
             self._stop(f"relative gain {gain / (self.J + gain):.3g} < tol after {m} nodes")
@@ -614,15 +613,15 @@ class _SampledNodes:
             charge(self.budget, 16.0 * (size * size - m * m), f"{self.label}the factors of {size} nodes")
             self.L = L = grown_square(L, m, self.cap)
             self.n_ss = grown_square(self.n_ss, m, self.cap)
-        rho_p = cholesky_append(L, m, np.ascontiguousarray(cross[:, i]), diag_mu[i], RHO_RTOL * diag_mu[i])
+        rho_p = cholesky_append(L, m, np.ascontiguousarray(cross[:, i]), diag_mu, RHO_RTOL * diag_mu)
         self.usable[p] = False
-        accepted = rho_p > RHO_RTOL * diag_mu[i]
+        accepted = rho_p > RHO_RTOL * diag_mu
         if accepted and self.path is not None:
             cross_p = _path_cross(cross[:, i], self.node_means[:m], means[i], self.n_neg, self.n_pos)
             accepted = self.path.append(rows[i], p, cross_p)
         if not accepted:
             return  # as on the exhaustive path: skipped, row m of L is overwritten by the next node
-        q[m] = (d_cand[i] - L[m, :m] @ q[:m]) / L[m, m]
+        q[m] = (means[i, 1] - means[i, 0] - L[m, :m] @ q[:m]) / L[m, m]
         self.J += q[m] * q[m]
         self.nodes.append(p)
         self.j_history.append(self.J)
