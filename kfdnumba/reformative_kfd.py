@@ -124,7 +124,7 @@ from ._base import (
 )
 from ._jit import jit
 from ._kernels import row_class_means, row_class_scatter
-from ._linalg import back_substitution, cholesky_append
+from ._linalg import back_substitution, cholesky_append, forward_substitution_columns
 from ._loo import (
     INITIAL_STORE_ROWS,
     LooPath,
@@ -269,17 +269,15 @@ def _offer_statistics(
     if fresh.shape[0]:
         # N_full[S, cand] (K̄ rows sum to zero within each class): one BLAS GEMM, the long operand on the right
         f_cross = np.dot(sub, stored.T) if m else np.zeros((fresh.shape[0], 0))
+        f_w = forward_substitution_columns(L, m, f_cross.T)  # w_x = L⁻¹ N_full[S, x]
         for t in range(fresh.shape[0]):
             x = fresh[t]
             means[x, 0] = f_means[t, 0]
             means[x, 1] = f_means[t, 1]
             diag[x] = f_diag[t]
-            for i in range(m):  # w_x = L⁻¹ N_full[S, x]
-                value = f_cross[t, i]
-                cross[i, x] = value
-                for k in range(i):
-                    value -= L[i, k] * w[k, x]
-                w[i, x] = value / L[i, i]
+            for i in range(m):
+                cross[i, x] = f_cross[t, i]
+                w[i, x] = f_w[i, t]
     usable = np.empty(kappa, dtype=np.bool_)
     for x in range(kappa):
         diag_mu = diag[x] + mu
