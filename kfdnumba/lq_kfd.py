@@ -117,7 +117,7 @@ from ._base import (
 )
 from ._jit import jit
 from ._kernels import rbf_row
-from ._linalg import cholesky_solve_upper, cholesky_upper, row_gram_lower
+from ._linalg import cholesky_lower, cholesky_solve_lower, cholesky_solve_upper, cholesky_upper, row_gram_lower
 from ._loo import LooPath, default_lambdas, loo_expansion
 from ._threads import ALTERNATING_BLAS_MIN_WORK, blas_section, worth_parallel
 
@@ -546,14 +546,14 @@ def _woodbury_solve(P, active, psi, ridge_value, exempt_bias, rhs):
     with blas_section(float(m) * width * width + width**3 / 3.0, min_work=ALTERNATING_BLAS_MIN_WORK):
         for lo, hi in chunks:
             C = psi[lo:hi, None] * P[active[lo:hi]]
-            T = dsyrk(1.0, C.T, beta=1.0, c=T, trans=0, lower=0, overwrite_c=1)  # += C_chunkᵀ C_chunk (upper)
+            T = dsyrk(1.0, C.T, beta=1.0, c=T, trans=0, lower=1, overwrite_c=1)  # += C_chunkᵀ C_chunk (lower)
             w += C.T @ rhs[lo:hi]
             kept = C if len(chunks) == 1 else None
-        T[np.diag_indices(width)] += c
-        factor = cholesky_upper(T)
+        T.reshape(-1, order="F")[:: width + 1] += c  # the diagonal, in place (T is Fortran-contiguous)
+        factor = cholesky_lower(T)  # OpenBLAS's faster variant at these orders (_linalg.cholesky_lower)
         if exempt_bias:
             c_b = psi[0] * P[active[0]]
-            solved = cholesky_solve_upper(factor, np.column_stack([w, c_b]))
+            solved = cholesky_solve_lower(factor, np.column_stack([w, c_b]))
             t_w, t_b = solved[:, 0], solved[:, 1]
             sigma = c * float(c_b @ t_b)  # Schur complement of the bias row
             if not (np.isfinite(sigma) and sigma > 0.0):
@@ -561,7 +561,7 @@ def _woodbury_solve(P, active, psi, ridge_value, exempt_bias, rhs):
             x[0] = (rhs[0] - float(c_b @ t_w)) / sigma
             y = t_w + (c * x[0]) * t_b
         else:
-            y = cholesky_solve_upper(factor, w)
+            y = cholesky_solve_lower(factor, w)
         for lo, hi in chunks:
             C = kept if kept is not None else psi[lo:hi, None] * P[active[lo:hi]]
             x[lo:hi] = (rhs[lo:hi] - C @ y) / c
@@ -678,9 +678,11 @@ class _LowRankGram:
         if m * m * (3 * width + m) <= width * width * (3 * m + width):  # m²(r+1) + m³/3 vs m(r+1)² + (r+1)³/3
             C = psi[:, None] * self.P[active]
             with blas_section(float(m) * m * width + m**3 / 3.0, min_work=ALTERNATING_BLAS_MIN_WORK):
-                system = np.ascontiguousarray(row_gram_lower(C))  # lower triangle of Ψ P_A P_Aᵀ Ψ
-                system[np.diag_indices(m)] += ridge
-                return _solve_scaled(system, rhs)
+                # the lower triangle of Ψ P_A P_Aᵀ Ψ in Fortran order (Cᵀ is C read in place), factored by
+                # OpenBLAS's faster lower variant (_linalg.cholesky_lower)
+                system = dsyrk(1.0, C.T, trans=1, lower=1)
+                system.reshape(-1, order="F")[:: m + 1] += ridge
+                return cholesky_solve_lower(cholesky_lower(system), rhs)
         exempt = bool(active[0] == 0 and ridge[0] == 0.0)
         return _woodbury_solve(self.P, active, psi, float(ridge.max()), exempt, rhs)
 

@@ -371,6 +371,7 @@ def test_failed_refit_leaves_an_unfitted_estimator(name, cls, monkeypatch):
 
                 m.setattr(scipy.linalg, "cho_factor", refuse)  # KFD's
                 m.setattr(lq_kfd, "cholesky_upper", refuse)  # LqKFD's (LAPACK potrf without scipy's wrapper)
+                m.setattr(lq_kfd, "cholesky_lower", refuse)  # (its low-rank path's variant)
             elif patch == "inner":
                 target = "_fit_im" if name == "DDAClassifier" else "_store_expansions"
 

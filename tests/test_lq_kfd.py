@@ -893,7 +893,7 @@ def test_lapack_cholesky_helpers_equal_scipys_wrappers():
     """LqKFD's potrf / potrs calls give scipy's cho_factor / cho_solve, also on an empty and a non-PD system."""
     import scipy.linalg
 
-    from kfdnumba._linalg import cholesky_solve_upper, cholesky_upper
+    from kfdnumba._linalg import cholesky_lower, cholesky_solve_lower, cholesky_solve_upper, cholesky_upper
     from kfdnumba.lq_kfd import _solve_scaled
 
     r = np.random.default_rng(3)
@@ -904,12 +904,16 @@ def test_lapack_cholesky_helpers_equal_scipys_wrappers():
         B = r.standard_normal((m, 2))
         expected = scipy.linalg.cho_solve(scipy.linalg.cho_factor(S), b) if m else np.zeros(0)
         np.testing.assert_allclose(_solve_scaled(np.tril(S).copy(), b), expected, rtol=1e-12, atol=1e-12)
-        factor = cholesky_upper(np.array(S, order="F"))  # a copy: overwritten
-        solved = cholesky_solve_upper(factor, B)
-        assert solved.shape == (m, 2)
-        np.testing.assert_allclose(S @ solved, B, rtol=1e-10, atol=1e-10)
-    with pytest.raises(np.linalg.LinAlgError):
-        cholesky_upper(np.asfortranarray(-np.eye(3)))
+        for factor_of, solve_with, kept in (
+            (cholesky_upper, cholesky_solve_upper, np.triu),
+            (cholesky_lower, cholesky_solve_lower, np.tril),
+        ):
+            half = np.asfortranarray(kept(S))  # only that triangle is read
+            solved = solve_with(factor_of(half), B)  # (half is overwritten by the factor)
+            assert solved.shape == (m, 2)
+            np.testing.assert_allclose(S @ solved, B, rtol=1e-10, atol=1e-10)
+            with pytest.raises(np.linalg.LinAlgError):
+                factor_of(np.asfortranarray(-np.eye(3)))
 
 
 def test_rho_auto_moves_past_a_rho_whose_system_is_singular():
