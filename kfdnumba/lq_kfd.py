@@ -545,7 +545,8 @@ def _woodbury_solve(P, active, psi, ridge_value, exempt_bias, rhs):
     kept = None  # the rows of C when they are one chunk: formed once for both passes
     with blas_section(float(m) * width * width + width**3 / 3.0, min_work=ALTERNATING_BLAS_MIN_WORK):
         for lo, hi in chunks:
-            C = psi[lo:hi, None] * P[active[lo:hi]]
+            C = P[active[lo:hi]]  # the gathered rows, scaled in place (one m × (r+1) temporary, not two)
+            C *= psi[lo:hi, None]
             T = dsyrk(1.0, C.T, beta=1.0, c=T, trans=0, lower=1, overwrite_c=1)  # += C_chunkᵀ C_chunk (lower)
             w += C.T @ rhs[lo:hi]
             kept = C if len(chunks) == 1 else None
@@ -563,7 +564,11 @@ def _woodbury_solve(P, active, psi, ridge_value, exempt_bias, rhs):
         else:
             y = cholesky_solve_lower(factor, w)
         for lo, hi in chunks:
-            C = kept if kept is not None else psi[lo:hi, None] * P[active[lo:hi]]
+            if kept is not None:
+                C = kept
+            else:
+                C = P[active[lo:hi]]
+                C *= psi[lo:hi, None]
             x[lo:hi] = (rhs[lo:hi] - C @ y) / c
     return x
 
@@ -676,7 +681,8 @@ class _LowRankGram:
         """Eq. (8) on the active set with ``G_AA = P_A P_Aᵀ``: direct (m ≤ r) or Woodbury (m > r)."""
         m, width = active.shape[0], self.P.shape[1]
         if m * m * (3 * width + m) <= width * width * (3 * m + width):  # m²(r+1) + m³/3 vs m(r+1)² + (r+1)³/3
-            C = psi[:, None] * self.P[active]
+            C = self.P[active]
+            C *= psi[:, None]
             with blas_section(float(m) * m * width + m**3 / 3.0, min_work=ALTERNATING_BLAS_MIN_WORK):
                 # the lower triangle of Ψ P_A P_Aᵀ Ψ in Fortran order (Cᵀ is C read in place), factored by
                 # OpenBLAS's faster lower variant (_linalg.cholesky_lower)
@@ -1058,7 +1064,10 @@ class LqKFD(SparseKernelClassifier):
                 press = float(choice.press_path[choice.size].min())
                 kept = int(np.count_nonzero(run["active"]))
                 rho_path.append((rho, press, kept, choice.size, q))
-                picks.append((run, path, choice))
+                # the chosen prefix's indices, not the path: its columns and factors go with it (a few
+                # hundred kB per ρ, which the fits after it would otherwise hold until the path ends)
+                picks.append((run, path.indices[: choice.size].copy(), choice))
+                del path
                 at_rho = min(at_rho, press)
                 self._log(f"rho = {rho:.3g}, q = {q:g}: {kept} retained, best prefix {choice.size}, LOO {press:.4g}")
             if not np.isfinite(at_rho):
@@ -1074,11 +1083,11 @@ class LqKFD(SparseKernelClassifier):
         table = np.asarray(rho_path)
         near = np.flatnonzero(table[:, 1] <= (1.0 + AUTO_RHO_RTOL) * table[:, 1].min())
         pick = int(near[np.lexsort((-table[near, 4], -table[near, 0], table[near, 3]))[0]])  # fewest, larger ρ, q
-        run, path, choice = picks[pick]
+        run, support, choice = picks[pick]
         rho, q = float(table[pick, 0]), float(table[pick, 4])
         self._log(f"leave-one-out: rho = {rho:.3g}, q = {q:g}, {choice.size} points, lambda = {choice.lam:.3g}")
         info = {**self._run_info(gram, run), "rho_path": table, "loo_rho": rho, "loo_q": q}
-        expansion = loo_expansion(choice, path.indices[: choice.size], y > 0, self.threshold, info)
+        expansion = loo_expansion(choice, support, y > 0, self.threshold, info)
         order = np.argsort(expansion.support)  # alpha_ follows support_ (increasing indices)
         expansion.info.update(alpha=expansion.coef[order], bias=expansion.intercept, threshold=expansion.threshold)
         return expansion

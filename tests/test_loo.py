@@ -430,6 +430,7 @@ def test_refit_on_one_block_by_row_chunks_equals_the_blocked_passes(block_bytes,
     Y = np.vstack([y, np.where(X[:, 1] > 0, 1.0, -1.0)])
     kernel, support = Kernel("rbf", 0.7), np.arange(0, 700, 100)
     monkeypatch.setattr(_loo, "_IN_PLACE_ROWS", 64)
+    monkeypatch.setattr(_loo, "_RESIDUAL_ROWS", 48)  # fits, hats and residuals by chunks of other rows
     one = _loo.refit_on_rows(kernel, X, Y, support, "l2", _loo.refit_lambdas(700, "auto"))
     monkeypatch.setattr(_loo, "REFIT_BLOCK_BYTES", 8 * 40 * 7)  # 40 rows per block
     if block_bytes is not None:
