@@ -522,6 +522,13 @@ def _apply_q(qr: np.ndarray, tau: np.ndarray, v: np.ndarray, trans: str) -> np.n
     return out[:, 0]
 
 
+def _scaled_rows(P: np.ndarray, rows: np.ndarray, psi: np.ndarray) -> np.ndarray:
+    """``Ψ P[rows]``: the gathered rows scaled in place (one m × (r+1) temporary, not two)."""
+    C = P[rows]
+    C *= psi[:, None]
+    return C
+
+
 def _woodbury_solve(P, active, psi, ridge_value, exempt_bias, rhs):
     """Solve ``(C Cᵀ + D) x = rhs`` with ``C = Ψ_A P[A]`` (m × (r+1)) in O(m r² + r³), nothing m × m formed.
 
@@ -545,8 +552,7 @@ def _woodbury_solve(P, active, psi, ridge_value, exempt_bias, rhs):
     kept = None  # the rows of C when they are one chunk: formed once for both passes
     with blas_section(float(m) * width * width + width**3 / 3.0, min_work=ALTERNATING_BLAS_MIN_WORK):
         for lo, hi in chunks:
-            C = P[active[lo:hi]]  # the gathered rows, scaled in place (one m × (r+1) temporary, not two)
-            C *= psi[lo:hi, None]
+            C = _scaled_rows(P, active[lo:hi], psi[lo:hi])
             T = dsyrk(1.0, C.T, beta=1.0, c=T, trans=0, lower=1, overwrite_c=1)  # += C_chunkᵀ C_chunk (lower)
             w += C.T @ rhs[lo:hi]
             kept = C if len(chunks) == 1 else None
@@ -564,11 +570,7 @@ def _woodbury_solve(P, active, psi, ridge_value, exempt_bias, rhs):
         else:
             y = cholesky_solve_lower(factor, w)
         for lo, hi in chunks:
-            if kept is not None:
-                C = kept
-            else:
-                C = P[active[lo:hi]]
-                C *= psi[lo:hi, None]
+            C = kept if kept is not None else _scaled_rows(P, active[lo:hi], psi[lo:hi])
             x[lo:hi] = (rhs[lo:hi] - C @ y) / c
     return x
 
@@ -681,8 +683,7 @@ class _LowRankGram:
         """Eq. (8) on the active set with ``G_AA = P_A P_Aᵀ``: direct (m ≤ r) or Woodbury (m > r)."""
         m, width = active.shape[0], self.P.shape[1]
         if m * m * (3 * width + m) <= width * width * (3 * m + width):  # m²(r+1) + m³/3 vs m(r+1)² + (r+1)³/3
-            C = self.P[active]
-            C *= psi[:, None]
+            C = _scaled_rows(self.P, active, psi)
             with blas_section(float(m) * m * width + m**3 / 3.0, min_work=ALTERNATING_BLAS_MIN_WORK):
                 # the lower triangle of Ψ P_A P_Aᵀ Ψ in Fortran order (Cᵀ is C read in place), factored by
                 # OpenBLAS's faster lower variant (_linalg.cholesky_lower)
