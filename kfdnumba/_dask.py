@@ -10,6 +10,8 @@ over the row chunks, each block running the eager method on a NumPy block.
 The fitted model is shipped once, as one ``dask.delayed`` key that every block
 task depends on, and only the attributes prediction reads travel (a model
 fitted in memory may hold ℓ-length leave-one-out outputs; they stay behind).
+A chunk emptied by boolean indexing gives an empty block of the output's shape
+and dtype; an X of 0 rows raises at the call, as the eager methods do.
 
 **The distributed sparse greedy fit** (:class:`DaskColumns`, for SparseGreedyKFD). The greedy loop
 of :mod:`kfdnumba.sparse_greedy_kfd` reads the training set through a column
@@ -131,9 +133,10 @@ Failures: the state of a chunk after each step is a new key (the step
 functions never change their input state), so when a worker dies the scheduler
 recomputes the lost states from their lineage (the earlier steps' tasks) and
 the fit continues with the same numbers. Input errors (NaN or infinity in a
-chunk, chunks along the features, y chunks that do not match X's row chunks)
-are found by a first pass that returns flags, and raised on the client as
-``ValueError``.
+chunk, missing or incomparable labels in y, chunks along the features, unknown
+chunk sizes of X or y, y chunks that do not match X's row chunks) are found on
+the client or by a first pass that returns flags, and raised on the client
+(``ValueError``; ``TypeError`` for labels that cannot be compared).
 """
 
 from __future__ import annotations
@@ -173,6 +176,7 @@ from ._threads import blas_section, thread_policy
 __all__ = [
     "map_row_blocks",
     "check_row_chunks",
+    "check_known_sizes",
     "DaskColumns",
     "ChunkedLooPath",
     "merge_moments",
@@ -183,7 +187,11 @@ __all__ = [
 
 # ---------------------------------------------------------------------------- prediction
 def check_row_chunks(X, name: str = "X", n_features: int | None = None, owner: str = "the model") -> None:
-    """Raise ``ValueError`` unless X is a 2-D dask array chunked along rows only (with ``n_features`` columns)."""
+    """Raise ``ValueError`` unless X is a 2-D dask array chunked along rows only (with ``n_features`` columns).
+
+    Its chunk sizes must be known and it must have a row (the message of
+    :func:`kfdnumba._base.check_array` on 0 rows); a chunk may be empty.
+    """
     if X.ndim != 2:
         raise ValueError(f"{name} must be a 2-D array (n_samples, n_features); got {X.ndim}-D with shape {X.shape}.")
     if X.numblocks[1] != 1:
@@ -191,13 +199,20 @@ def check_row_chunks(X, name: str = "X", n_features: int | None = None, owner: s
             f"{name} is chunked along its features (chunks {X.chunks[1]}); kfdnumba needs whole rows in each "
             f"chunk: use {name}.rechunk({{1: -1}})."
         )
-    if any(np.isnan(size) for size in X.shape):
-        raise ValueError(f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes() first.")
+    check_known_sizes(X, name)
+    if X.shape[0] == 0:
+        raise ValueError(f"{name} has 0 sample(s) (shape={X.shape}) while a minimum of 1 is required.")
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(
             f"{name} has {X.shape[1]} features, but {owner} is expecting {n_features} features as input "
             f"(it was fitted with {n_features} features)."
         )
+
+
+def check_known_sizes(array, name: str) -> None:
+    """Raise ``ValueError`` when a dask array's chunk sizes are unknown (after boolean indexing, say)."""
+    if any(np.isnan(size) for size in array.shape):
+        raise ValueError(f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes() first.")
 
 
 def _lean_copy(model, attributes: tuple):
@@ -208,24 +223,35 @@ def _lean_copy(model, attributes: tuple):
     return lean
 
 
-def _apply_to_block(block, model, method):
+def _apply_to_block(block, model, method: str, n_columns: int | None, dtype):
+    """``model.method(block)`` on one NumPy row block; an empty block gives an empty output.
+
+    The eager methods refuse 0 rows, but a chunk that boolean indexing emptied is no error: its output
+    is ``(0,)`` (``n_columns`` None) or ``(0, n_columns)`` of the method's dtype.
+    """
+    if block.shape[0] == 0:
+        return np.empty((0,) if n_columns is None else (0, n_columns), dtype=dtype)
     return getattr(model, method)(block)
 
 
 def map_row_blocks(model, method: str, X, attributes: tuple, n_columns: int | None, dtype):
     """Lazy ``model.method(X)`` over the row chunks of the dask array X, the fitted model shipped once.
 
-    ``n_columns`` None: the result is 1-D (n_samples,); else (n_samples, n_columns).
+    ``n_columns`` None: the result is 1-D (n_samples,); else (n_samples, n_columns). Empty chunks give
+    empty blocks; an X of 0 rows raises ``ValueError`` at once, as the eager method does.
     """
     check_row_chunks(X, n_features=model.n_features_in_, owner=type(model).__name__)
     shipped = dask.delayed(_lean_copy(model, attributes), pure=True)
     dtype = np.dtype(dtype)
+    n_columns = None if n_columns is None else int(n_columns)
     if n_columns is None:
         return da.map_blocks(
             _apply_to_block,
             X,
             shipped,
             method,
+            n_columns,
+            dtype,
             dtype=dtype,
             chunks=(X.chunks[0],),
             drop_axis=1,
@@ -236,8 +262,10 @@ def map_row_blocks(model, method: str, X, attributes: tuple, n_columns: int | No
         X,
         shipped,
         method,
+        n_columns,
+        dtype,
         dtype=dtype,
-        chunks=(X.chunks[0], (int(n_columns),)),
+        chunks=(X.chunks[0], (n_columns,)),
         meta=np.empty((0, 0), dtype=dtype),
     )
 
@@ -331,8 +359,18 @@ class StepPayload:
     updates: list
 
 
+def _is_missing(label) -> bool:
+    """Whether an object label is missing: None or a float NaN (:func:`kfdnumba._base.check_labels`'s rule)."""
+    return label is None or (isinstance(label, float) and label != label)
+
+
 def _chunk_check(X, y) -> dict:
-    """First pass over a chunk: shape and finiteness flags, labels and their counts, feature sums."""
+    """First pass over a chunk: shape and finiteness flags, labels and their counts, feature sums.
+
+    Label flags: ``y_finite`` (no NaN or infinity in float labels), ``y_missing`` (None or NaN among
+    object labels) and ``y_comparable`` (the labels sort: not strings and numbers together); the
+    client raises on them, never the worker.
+    """
     X = np.asarray(X)
     y = np.asarray(y)
     report = {"rows": X.shape[0], "y_rows": y.shape[0] if y.ndim else -1, "y_ndim": y.ndim, "numeric": True}
@@ -345,10 +383,14 @@ def _chunk_check(X, y) -> dict:
     report["largest"] = float(np.max(np.abs(X))) if report["finite"] and X.size else 0.0
     labels = y.ravel()
     report["y_finite"] = bool(np.isfinite(labels).all()) if labels.dtype.kind == "f" else True
-    if report["y_finite"] and labels.shape[0]:
-        report["labels"], report["counts"] = np.unique(labels, return_counts=True)
-    else:
-        report["labels"], report["counts"] = labels[:0], np.zeros(0, dtype=np.int64)
+    report["y_missing"] = labels.dtype.kind == "O" and any(_is_missing(label) for label in labels)
+    report["y_comparable"] = True
+    report["labels"], report["counts"] = labels[:0], np.zeros(0, dtype=np.int64)
+    if report["y_finite"] and not report["y_missing"] and labels.shape[0]:
+        try:
+            report["labels"], report["counts"] = np.unique(labels, return_counts=True)
+        except TypeError:
+            report["y_comparable"] = False
     return report
 
 
@@ -716,6 +758,7 @@ class DaskTrainingSet:
             y = y[:, 0]
         if y.ndim != 1:
             raise ValueError(f"y must be 1-D (n_samples,); got shape {y.shape}.")
+        check_known_sizes(y, "y")
         if y.shape[0] != X.shape[0]:
             raise ValueError(f"X and y have inconsistent numbers of samples: {X.shape[0]} and {y.shape[0]}.")
         if y.chunks[0] != X.chunks[0]:
@@ -737,6 +780,10 @@ class DaskTrainingSet:
                 raise ValueError(f"y's {where} does not hold one label per row of X.")
             if not report["y_finite"]:
                 raise ValueError(f"y contains NaN or infinity in {where}.")
+            if report["y_missing"]:
+                raise ValueError(f"y contains missing values (None or NaN labels) in {where}.")
+            if not report["y_comparable"]:
+                raise TypeError(f"y mixes label types that cannot be compared (e.g. strings and numbers) in {where}.")
         try:
             classes = np.unique(np.concatenate([r["labels"] for r in reports]))
         except TypeError:

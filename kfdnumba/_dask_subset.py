@@ -51,8 +51,9 @@ from ._base import (
 from ._dask import DaskTrainingSet, SupportRows, merge_moment_arrays, output_stats
 from ._loo import (
     RefitSums,
+    best_lambda,
+    refit_basis,
     refit_lambdas,
-    refit_shift,
     refit_sums,
     row_blocks,
     solve_refit,
@@ -84,9 +85,9 @@ def _chunk_rows_of_ranks(y, classes, ranks) -> tuple[np.ndarray, np.ndarray]:
     return rows, labels[rows]
 
 
-def _chunk_sums(x, y, classes, n_models, kernel, points, shift) -> RefitSums:
+def _chunk_sums(x, y, classes, n_models, kernel, points, basis) -> RefitSums:
     with thread_policy(None):
-        return refit_sums(kernel, np.asarray(x, dtype=np.float64), _targets(y, classes, n_models), points, shift)
+        return refit_sums(kernel, np.asarray(x, dtype=np.float64), _targets(y, classes, n_models), points, basis)
 
 
 def _moments_by_target(values: np.ndarray, Y: np.ndarray) -> np.ndarray:
@@ -172,10 +173,10 @@ def _gather(client, futures, progress, offset: int):
 def _refit_on_chunks(data: DaskTrainingSet, points, n_models, penalty, regulariser, lambdas=None, progress=None):
     """Run the two passes of :func:`kfdnumba._loo.refit_on_rows` over the chunks: (solution, PRESS, moments)."""
     client, kernel = data.client, data.kernel
-    shift = refit_shift(kernel, points)
+    basis = refit_basis(kernel, points, penalty)
     points_f = client.scatter(points, broadcast=True)
     tasks = [
-        client.submit(_chunk_sums, xf, yf, data.classes, n_models, kernel, points_f, shift, pure=False)
+        client.submit(_chunk_sums, xf, yf, data.classes, n_models, kernel, points_f, basis, pure=False)
         for xf, yf in zip(data.x_parts, data.y_parts)
     ]
     parts = _gather(client, tasks, progress, 0)
@@ -183,7 +184,7 @@ def _refit_on_chunks(data: DaskTrainingSet, points, n_models, penalty, regularis
     for part in parts[1:]:
         sums = sums.add(part)
     lambdas = refit_lambdas(data.n, regulariser) if lambdas is None else lambdas
-    solution = solve_refit(kernel, sums, points, shift, penalty, lambdas)
+    solution = solve_refit(sums, basis, lambdas)
     solution_f = client.scatter(solution, broadcast=True)
     bounds = zip(data.offsets[:-1], data.offsets[1:])
     rows = [calibration_rows_in(int(lo), int(hi), data.n) for lo, hi in bounds]
@@ -282,7 +283,7 @@ def _expansion(estimator, t, expansion, rows, support, refit, cut, n) -> KernelE
     indices), or None (the selection ran on every row).
     """
     solution, press, train_all, loo_all, (sample, targets) = refit
-    a = int(np.argmin(press[t]))
+    a = int(best_lambda(press[t])[0])
     best = np.zeros(solution.T.shape[0], dtype=np.intp)
     best[t] = a
     coefs, intercepts = solution.coefficients(best)

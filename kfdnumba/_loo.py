@@ -53,7 +53,6 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 
 from ._base import NO_SEPARATION, KernelExpansion, auto_cut, charge, choose_threshold
 from ._jit import jit
@@ -69,6 +68,8 @@ __all__ = [
     "path_bytes",
     "record_press",
     "refit_on_rows",
+    "refit_basis",
+    "best_lambda",
     "refit_lambdas",
     "IMPROVE_RTOL",
     "path_done",
@@ -884,13 +885,75 @@ def row_blocks(n: int, m: int, block_bytes: float | None = None) -> list[tuple[i
     return [(lo, min(n, lo + step)) for lo in range(0, n, step)]
 
 
+#: The kernel penalty's eigen-directions below this fraction of its largest eigenvalue leave the refit: a
+#: direction v with ``vᵀK_II v = s`` is a function bounded by √s everywhere (RKHS norm), so with s at rounding
+#: level (ε·m relative) it is zero, and scaling it by 1/√s (the whitening) would only amplify rounding. With
+#: every direction kept, 30 000 make-moons points and 150 random bases gave PRESS values of 10¹⁸-10²⁰ at the
+#: three smallest λ (a QR solve: 0.2500), a λ that changed with the row blocking and models that changed with
+#: the BLAS thread count. 10⁻¹³ keeps every direction a QR solve resolves (4 000 moons rows, 150 points: PRESS
+#: within 5·10⁻¹⁰ of it at every λ; 10⁻¹⁰ or 10⁻¹² dropped real directions, 5 % and 2 % higher PRESS at the
+#: smallest λ) and keeps the fit within 4·10⁻⁷ of its largest output across OpenBLAS core types.
+PENALTY_RTOL = 1e-13
+#: :func:`best_lambda`: λ whose PRESS is within this fraction of the lowest count as tied; the largest of them is
+#: chosen, so rounding differences between row blockings, chunkings or thread counts do not flip the choice.
+PRESS_TIE_RTOL = 1e-6
+
+
+def best_lambda(press: np.ndarray) -> np.ndarray:
+    """Index of the chosen λ per row of ``press`` (targets × λ, λ ascending): the largest within a tie of the lowest."""
+    press = np.atleast_2d(press)
+    low = press.min(axis=1, keepdims=True)
+    tied = press <= low + PRESS_TIE_RTOL * np.abs(low)
+    return press.shape[1] - 1 - np.argmax(tied[:, ::-1], axis=1)
+
+
+@dataclass
+class RefitBasis:
+    """The features the refit solves in: ``Φ = (K(rows, points) - shift) A`` (:func:`refit_basis`)."""
+
+    shift: np.ndarray  # m: the kernel columns' mean over the points themselves (the sums barely cancel)
+    whiten: np.ndarray | None  # m × r: A, the kernel penalty's whitening (None: P = I, A = I)
+
+    @property
+    def size(self) -> int:
+        """r, the number of features."""
+        return self.shift.shape[0] if self.whiten is None else self.whiten.shape[1]
+
+    def features(self, kernel, X: np.ndarray, points: np.ndarray, out=None) -> np.ndarray:
+        """Return Φ for the rows of X (written over ``out``'s kernel values when given and A is None)."""
+        D = kernel.block(X, points, out=out)
+        D -= self.shift
+        return D if self.whiten is None else D @ self.whiten
+
+
+def refit_basis(kernel, points: np.ndarray, penalty: str) -> RefitBasis:
+    """Return the refit's features for the penalty ``αᵀPα``: P = I keeps the kernel columns, ``P = K_II`` whitens them.
+
+    For ``P = K_II = Q S Qᵀ`` the coefficients ``α = A β``, ``A = Q_r S_r^{-1/2}`` over the eigenvalues above
+    ``PENALTY_RTOL`` times the largest, turn the penalty into ``||β||²`` on the features ``Φ = K A`` (the
+    Nyström features of the points, each bounded by 1 for a kernel with k(x, x) ≤ 1): a standard ridge problem
+    whatever the conditioning of ``K_II`` (identical or nearly identical points included).
+    """
+    K = kernel.block(points, points)
+    shift = K.mean(axis=0)
+    if penalty == "l2":
+        return RefitBasis(shift, None)
+    with blas_section(10.0 * K.shape[0] ** 3, min_work=ALTERNATING_BLAS_MIN_WORK):
+        s, Q = np.linalg.eigh(K)
+    top = float(s[-1]) if s.shape[0] else 0.0
+    if not (np.isfinite(s).all() and top > 0.0):
+        raise ValueError("the kernel penalty of the selected points is zero or not finite (non-finite kernel values?)")
+    keep = s > PENALTY_RTOL * top
+    return RefitBasis(shift, np.ascontiguousarray(Q[:, keep] / np.sqrt(s[keep])))
+
+
 @dataclass
 class RefitSums:
     """First-pass sums of :func:`refit_on_rows` over some rows (chunks add up by :meth:`add`)."""
 
-    gram: np.ndarray  # Σ DᵀD, D = K(rows, points) - shift
-    col_sum: np.ndarray  # Σ D
-    cross: np.ndarray  # Yᵀ D (targets × m)
+    gram: np.ndarray  # Σ ΦᵀΦ
+    col_sum: np.ndarray  # Σ Φ
+    cross: np.ndarray  # Yᵀ Φ (targets × r)
     y_sum: np.ndarray  # Σ y per target
     n: int
 
@@ -904,28 +967,21 @@ class RefitSums:
         )
 
 
-def refit_shift(kernel, points: np.ndarray) -> np.ndarray:
-    """Return the first pass's shift: the kernel columns' mean over the points themselves (the sums barely cancel)."""
-    return kernel.block(points, points).mean(axis=0)
-
-
-def refit_sums(kernel, X: np.ndarray, Y: np.ndarray, points: np.ndarray, shift: np.ndarray, block=None) -> RefitSums:
+def refit_sums(kernel, X: np.ndarray, Y: np.ndarray, points: np.ndarray, basis: RefitBasis, block=None) -> RefitSums:
     """First pass of :func:`refit_on_rows` over the rows of X (targets Y: models × rows), block by block.
 
-    ``block``: the kernel values less the shift, ``K(X, points) - shift``, when the caller has them (one
-    block; not changed).
+    ``block``: the rows' features Φ (:class:`RefitBasis`), when the caller has them (one block; not changed).
     """
-    m = points.shape[0]
-    gram, col_sum, cross = np.zeros((m, m)), np.zeros(m), np.zeros((Y.shape[0], m))
-    blocks = row_blocks(X.shape[0], m)
-    buffer = np.empty((blocks[0][1] - blocks[0][0] if blocks and block is None else 0, m))
+    r = basis.size
+    gram, col_sum, cross = np.zeros((r, r)), np.zeros(r), np.zeros((Y.shape[0], r))
+    blocks = row_blocks(X.shape[0], points.shape[0])
+    buffer = np.empty((blocks[0][1] - blocks[0][0] if blocks and block is None else 0, points.shape[0]))
     for lo, hi in blocks:
         if block is None:
-            D = kernel.block(X[lo:hi], points, out=buffer[: hi - lo])
-            D -= shift
+            D = basis.features(kernel, X[lo:hi], points, out=buffer[: hi - lo])
         else:
             D = block[lo:hi]
-        with blas_section(float(hi - lo) * m * m, min_work=ALTERNATING_BLAS_MIN_WORK):  # see refit_on_rows
+        with blas_section(float(hi - lo) * r * r, min_work=ALTERNATING_BLAS_MIN_WORK):  # see refit_on_rows
             gram += D.T @ D
         col_sum += D.sum(axis=0)
         cross += Y[:, lo:hi] @ D
@@ -936,34 +992,42 @@ def refit_sums(kernel, X: np.ndarray, Y: np.ndarray, points: np.ndarray, shift: 
 class RefitSolution:
     """Every λ's and target's ridge solution on the points, from the first pass (:func:`solve_refit`)."""
 
-    V: np.ndarray  # generalised eigenvectors, VᵀPV = I
-    inv: np.ndarray  # 1 / (s + λ), m × g
-    T: np.ndarray  # VᵀK_cᵀy per target, c × m
-    weights: np.ndarray  # m × (c·g): target t at λ_a in column t·g + a
-    means: np.ndarray  # column means of K over the rows
+    W: np.ndarray  # r × r: the eigenvectors of the centred features' Gram matrix
+    V: np.ndarray  # m × r: A W
+    inv: np.ndarray  # 1 / (s + λ), r × g
+    T: np.ndarray  # WᵀΦ_cᵀy per target, c × r
+    weights: np.ndarray  # r × (c·g): target t at λ_a in column t·g + a
+    shift: np.ndarray  # m: the basis's shift
+    offset: np.ndarray  # r: the features' mean over the rows, times W
     y_mean: np.ndarray  # per target
     lambdas: np.ndarray
     n: int
 
+    def rotated(self, kernel, X_block: np.ndarray, points: np.ndarray, out=None) -> np.ndarray:
+        """Return ``Φ_c W = (K - shift) V - offset`` on a block of rows (over ``out``'s kernel values when given)."""
+        D = kernel.block(X_block, points, out=out)
+        D -= self.shift
+        U = _times_in_place(D, self.V)
+        U -= self.offset
+        return U
+
     def block_fits(self, kernel, X_block: np.ndarray, points: np.ndarray, out=None):
         """Hat diagonals (rows × g) and fits (rows × c × g) of every λ and target on a block of rows.
 
-        The block's kernel values (in ``out`` when given) are overwritten by ``K_c V``, row chunk by
+        The block's kernel values (in ``out`` when given) are overwritten by ``Φ_c W``, row chunk by
         row chunk, and that by its square: one rows × m array at the peak.
         """
-        D = kernel.block(X_block, points, out=out)
-        D -= self.means
-        rows, g, c = D.shape[0], self.inv.shape[1], self.T.shape[0]
-        m = self.V.shape[0]
-        with blas_section(2.0 * rows * m * (m + 2 * c * g), min_work=ALTERNATING_BLAS_MIN_WORK):  # see refit_on_rows
-            U = _times_in_place(D, self.V)
+        rows, g, c = X_block.shape[0], self.inv.shape[1], self.T.shape[0]
+        m, r = self.V.shape
+        with blas_section(2.0 * rows * r * (m + 2 * c * g), min_work=ALTERNATING_BLAS_MIN_WORK):  # see refit_on_rows
+            U = self.rotated(kernel, X_block, points, out=out)
             fits = self.fits_of(U)
             H = np.square(U, out=U) @ self.inv
         H += 1.0 / self.n
         return H, fits
 
     def fits_of(self, U: np.ndarray, columns=None) -> np.ndarray:
-        """Fits from the rows' ``K_c V``: rows × c × g (every target and λ), or ``columns`` of the c·g."""
+        """Fits from the rows' ``Φ_c W``: rows × c × g (every target and λ), or ``columns`` of the c·g."""
         g, c = self.inv.shape[1], self.T.shape[0]
         if columns is None:
             fits = (U @ self.weights).reshape(U.shape[0], c, g)
@@ -974,7 +1038,7 @@ class RefitSolution:
         return fits
 
     def hats_of(self, U: np.ndarray, index=None) -> np.ndarray:
-        """Hat diagonals from the rows' ``K_c V``: rows × g, or rows × len(index) at λ indices ``index``."""
+        """Hat diagonals from the rows' ``Φ_c W``: rows × g, or rows × len(index) at λ indices ``index``."""
         H = np.square(U) @ (self.inv if index is None else self.inv[:, index])
         H += 1.0 / self.n
         return H
@@ -988,43 +1052,35 @@ class RefitSolution:
 
     def coefficients(self, best: np.ndarray):
         """α (m × c) and b (c,) of each target at its λ index ``best[t]``."""
-        chosen = self.T.T * self.inv[:, best]
+        chosen = self.T.T * self.inv[:, best]  # β in the rotated features, r × c
         coefs = self.V @ chosen
-        return coefs, self.y_mean - self.means @ coefs
+        return coefs, self.y_mean - self.shift @ coefs - self.offset @ chosen
 
 
-def solve_refit(kernel, sums: RefitSums, points: np.ndarray, shift: np.ndarray, penalty: str, lambdas) -> RefitSolution:
-    """Solve the m × m generalised eigenproblem of :func:`refit_on_rows` from the first pass's sums."""
+def solve_refit(sums: RefitSums, basis: RefitBasis, lambdas) -> RefitSolution:
+    """Solve the ridge problem of :func:`refit_on_rows` for every λ from the first pass's sums (r × r eigenproblem).
+
+    In the features Φ of ``basis`` the penalty is ``||β||²``: the centred Gram matrix ``G = Φ_cᵀΦ_c = W diag(s) Wᵀ``
+    gives every λ's solution ``β = W (WᵀΦ_cᵀy / (s + λ))``. Its rounding, ε·‖G‖ ≤ ε ℓ r, stays far below the
+    smallest λ of the grid (ℓ·10⁻⁸), which keeps every λ's solution and hat diagonal accurate.
+    """
     lambdas = np.asarray(lambdas, dtype=np.float64)
-    n, m = sums.n, points.shape[0]
-    d_mean = sums.col_sum / n  # column means of K, less the shift
+    n, r = sums.n, basis.size
+    mean = sums.col_sum / n  # the features' column means over the rows
     y_mean = sums.y_sum / n
-    G = sums.gram - n * np.outer(d_mean, d_mean)
-    cross = sums.cross - n * y_mean[:, None] * d_mean[None, :]  # K_cᵀy per target
-    P = None if penalty == "l2" else kernel.block(points, points)
-    jitter = 0.0
-    while True:  # K_II of nearly identical points may be numerically singular: a little ridge then
-        try:
-            with blas_section(10.0 * m**3, min_work=ALTERNATING_BLAS_MIN_WORK):
-                if P is None:  # P = I: the standard eigenproblem
-                    s, V = np.linalg.eigh(G)
-                else:
-                    s, V = scipy.linalg.eigh(G, P + jitter * np.eye(m), check_finite=False)
-            break
-        except (np.linalg.LinAlgError, ValueError):
-            if P is None:
-                raise ValueError(
-                    "the ridge refit's eigenproblem did not converge (non-finite kernel values?)"
-                ) from None
-            jitter = max(10.0 * jitter, 1e-12 * max(float(np.trace(P)) / m, 1e-300))
-            if jitter > 1e-3 * float(np.trace(P)) / m:
-                raise ValueError("the penalty matrix of the selected points is singular (identical points?)") from None
+    G = sums.gram - n * np.outer(mean, mean)
+    cross = sums.cross - n * y_mean[:, None] * mean[None, :]  # Φ_cᵀy per target
+    if not (np.isfinite(G).all() and np.isfinite(cross).all()):
+        raise ValueError("the ridge refit's sums are not finite (non-finite kernel values?)")
+    with blas_section(10.0 * r**3, min_work=ALTERNATING_BLAS_MIN_WORK):
+        s, W = np.linalg.eigh(G)
     s = np.maximum(s, 0.0)
-    T = cross @ V
+    T = cross @ W
     inv = 1.0 / (s[:, None] + lambdas[None, :])
     c, g = T.shape[0], lambdas.shape[0]
-    weights = (T.T[:, :, None] * inv[:, None, :]).reshape(m, c * g)
-    return RefitSolution(V, inv, T, weights, shift + d_mean, y_mean, lambdas, n)
+    weights = (T.T[:, :, None] * inv[:, None, :]).reshape(r, c * g)
+    V = W if basis.whiten is None else basis.whiten @ W
+    return RefitSolution(W, np.ascontiguousarray(V), inv, T, weights, basis.shift, mean @ W, y_mean, lambdas, n)
 
 
 def refit_lambdas(n: int, regulariser) -> np.ndarray:
@@ -1044,10 +1100,11 @@ _RESIDUAL_ROWS = 512
 
 
 def _times_in_place(D: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """Return ``D @ V`` (square V) written over D, a chunk of rows at a time (a temporary of those rows only)."""
+    """Return ``D @ V`` (V m × r, r ≤ m) written over D's first r columns, a chunk of rows at a time."""
+    r = V.shape[1]
     for lo in range(0, D.shape[0], _IN_PLACE_ROWS):
-        D[lo : lo + _IN_PLACE_ROWS] = D[lo : lo + _IN_PLACE_ROWS] @ V
-    return D
+        D[lo : lo + _IN_PLACE_ROWS, :r] = D[lo : lo + _IN_PLACE_ROWS] @ V
+    return D[:, :r]
 
 
 def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, penalty: str, lambdas) -> list[RowRefit]:
@@ -1062,17 +1119,22 @@ def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, pen
     diagonals of every λ and the fits, O(ℓ (g + c g)) while they take at most
     ``REFIT_STORE_BYTES``, else O(ℓ c) and a third pass):
 
-    1. (:func:`refit_sums`) ``G = K_cᵀK_c`` and ``K_cᵀY`` for the
-       column-centred kernel columns ``K_c = K - 1μᵀ`` (the intercept projected
-       out; accumulated shifted by the columns' mean over the points
-       themselves, so the centring does not cancel);
-    2. (:func:`solve_refit`) the generalised eigenproblem ``G V = P V diag(s)``,
-       ``VᵀPV = I`` (m × m, shared by the targets), gives every λ's solution
-       ``α = V (VᵀK_cᵀy / (s + λ))`` and hat diagonal
-       ``h_ii = 1/ℓ + Σ_k (K_c V)_ik² / (s_k + λ)``; the second pass
-       (:meth:`RefitSolution.block_fits`) computes ``K_c V`` block by block and
+    1. (:func:`refit_basis`) the features ``Φ = (K - shift) A``: the kernel
+       columns (P = I) or their whitening by the penalty ``K_II`` (its
+       eigen-directions above ``PENALTY_RTOL``), in which the penalty is
+       ``||β||²``, so the solve stays stable however nearly dependent the points;
+    2. (:func:`refit_sums`) ``G = Φ_cᵀΦ_c`` and ``Φ_cᵀY`` for the
+       column-centred features (the intercept projected out; accumulated
+       shifted by the kernel columns' mean over the points themselves, so the
+       centring does not cancel);
+    3. (:func:`solve_refit`) the eigenproblem ``G = W diag(s) Wᵀ`` (r × r,
+       shared by the targets) gives every λ's solution
+       ``α = A W (WᵀΦ_cᵀy / (s + λ))`` and hat diagonal
+       ``h_ii = 1/ℓ + Σ_k (Φ_c W)_ik² / (s_k + λ)``; the second pass
+       (:meth:`RefitSolution.block_fits`) computes ``Φ_c W`` block by block and
        from it ``h_ii`` and the fits (GEMMs with g and c·g columns), and each
-       target's PRESS per λ.
+       target's PRESS per λ; the λ is :func:`best_lambda` (ties within
+       ``PRESS_TIE_RTOL`` to the largest, so rounding does not flip it).
 
     The products run on one BLAS thread and the kernel blocks on the call's
     Numba threads: with BLAS threads between the parallel kernel blocks,
@@ -1092,26 +1154,24 @@ def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, pen
     Y2 = np.atleast_2d(np.asarray(Y, dtype=np.float64))
     points = X[np.asarray(support, dtype=np.intp)]
     n, m, c = X.shape[0], points.shape[0], Y2.shape[0]
-    shift = refit_shift(kernel, points)
+    basis = refit_basis(kernel, points, penalty)
     blocks = row_blocks(n, m)
     values = None
-    if len(row_blocks(n, m, REFIT_BLOCK_BYTES)) == 1:  # one block: its kernel values once, centred in place
-        values = kernel.block(X, points)
-        values -= shift
-    sol = solve_refit(kernel, refit_sums(kernel, X, Y2, points, shift, values), points, shift, penalty, lambdas)
-    if values is not None:
-        values -= sol.means - shift  # now K - means, the second pass's D
-    g = sol.lambdas.shape[0]
+    if len(row_blocks(n, m, REFIT_BLOCK_BYTES)) == 1:  # one block: its features once, centred in place
+        values = basis.features(kernel, X, points)
+    sol = solve_refit(refit_sums(kernel, X, Y2, points, basis, values), basis, lambdas)
+    g, r = sol.lambdas.shape[0], basis.size
     press = np.zeros((c, g))
-    if values is not None:  # one block: K_c V over the values, then every λ's fits and hats by row chunks
+    if values is not None:  # one block: Φ_c W over the features, then every λ's fits and hats by row chunks
         chunks = [(lo, min(n, lo + _RESIDUAL_ROWS)) for lo in range(0, n, _RESIDUAL_ROWS)]
-        with blas_section(2.0 * n * m * (m + 2 * c * g), min_work=ALTERNATING_BLAS_MIN_WORK):
-            U = _times_in_place(values, sol.V)
+        with blas_section(2.0 * n * r * (r + 2 * c * g), min_work=ALTERNATING_BLAS_MIN_WORK):
+            U = _times_in_place(values, sol.W)
+            U -= sol.offset
             for lo, hi in chunks:  # memory O(chunk · c · g), not O(ℓ c g)
                 resid = sol.loo_residuals(Y2[:, lo:hi], sol.hats_of(U[lo:hi]), sol.fits_of(U[lo:hi]))
                 press += np.einsum("itg,itg->tg", resid, resid)
             press /= n
-            best = np.argmin(press, axis=1)
+            best = best_lambda(press)
             columns = np.arange(c) * g + best  # the chosen (target, λ) columns of the fits
             out, hats = np.empty((n, c)), np.empty((n, c))
             for lo, hi in chunks:
@@ -1130,7 +1190,7 @@ def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, pen
             if store:
                 H[lo:hi], F[lo:hi] = hat, fits
         press /= n
-        best = np.argmin(press, axis=1)
+        best = best_lambda(press)
         if store:
             out = F[:, np.arange(c), best]  # ℓ × c
             hats = H[:, best]

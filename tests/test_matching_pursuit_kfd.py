@@ -7,7 +7,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 import naive_matching_pursuit_kfd as naive  # noqa: E402
-from conftest import two_blobs  # noqa: E402
+from conftest import assert_same_model, two_blobs  # noqa: E402
 
 from kfdnumba import KFD  # noqa: E402
 from kfdnumba import MatchingPursuitKFD as _MatchingPursuitKFD  # noqa: E402
@@ -479,9 +479,7 @@ def test_the_leave_one_out_path_reads_the_selections_rows(monkeypatch):
     monkeypatch.setattr(mp, "_MemoryBases", OwnCopy)
     own = _MatchingPursuitKFD(**kw).fit(X, y)
     assert seen and all(seen)
-    np.testing.assert_array_equal(shared.support_, own.support_)
-    np.testing.assert_array_equal(shared.dual_coef_, own.dual_coef_)
-    np.testing.assert_array_equal(shared.decision_function(X), own.decision_function(X))
+    assert_same_model(shared, own, X)
 
 
 @pytest.mark.parametrize("prefetch", [False, True])
