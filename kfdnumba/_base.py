@@ -45,6 +45,7 @@ and the tags are implemented here so that ``clone``, ``GridSearchCV``,
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import functools
 import importlib
 import math
@@ -197,6 +198,11 @@ def registered_estimators() -> dict[str, type]:
 
 
 # ------------------------------------------------------------------ parameter checks
+#: The largest value of an int parameter (``Interval("int", ...)``): compiled code takes it as a 64-bit integer
+#: (DDAClassifier(cv_patience=10**30) failed in Numba's typing).
+INT64_MAX = 2**63 - 1
+
+
 @dataclass(frozen=True)
 class Interval:
     """A numeric parameter range; ``kind`` is ``"real"`` or ``"int"`` (bools excluded)."""
@@ -209,9 +215,18 @@ class Interval:
     def accepts(self, value) -> bool:
         if isinstance(value, (bool, np.bool_)):
             return False
-        base = numbers.Integral if self.kind == "int" else numbers.Real
-        if not isinstance(value, base) or (self.kind == "real" and not np.isfinite(value)):
-            return False
+        if self.kind == "int":
+            if not isinstance(value, numbers.Integral):
+                return False
+        else:  # any real number (Fraction, Decimal, a Python int beyond float64 too), judged as its float
+            if not isinstance(value, (numbers.Real, decimal.Decimal)):
+                return False
+            try:
+                value = float(value)
+            except (OverflowError, ValueError, TypeError):  # 10**400, Decimal("sNaN")
+                return False
+            if not math.isfinite(value):
+                return False
         lo_ok = self.low is None or (value >= self.low if self.closed in ("both", "left") else value > self.low)
         hi_ok = self.high is None or (value <= self.high if self.closed in ("both", "right") else value < self.high)
         return bool(lo_ok and hi_ok)
@@ -357,6 +372,26 @@ def check_feature_names(model, X, reset: bool) -> None:
     raise ValueError(message)
 
 
+#: What ``check_array`` and ``check_labels`` say of data with a missing entry.
+MISSING_VALUES = "missing values (NaN, None or pd.NA)"
+
+
+def is_missing(values: np.ndarray) -> np.ndarray:
+    """Return a boolean array, True where ``values`` holds None, NaN, pd.NA or NaT.
+
+    pandas' ``isna`` when pandas is loaded (it is, wherever pd.NA or NaT came from); else None and float NaN.
+    """
+    pandas = sys.modules.get("pandas")
+    if pandas is not None:
+        return np.asarray(pandas.isna(values), dtype=bool)
+    if values.dtype.kind in "Mm":
+        return np.isnat(values)
+    if values.dtype.kind == "f":
+        return np.isnan(values)
+    flat = [v is None or (isinstance(v, float) and v != v) for v in values.ravel()]
+    return np.array(flat, dtype=bool).reshape(values.shape)
+
+
 def check_array(X, name: str = "X", n_features: int | None = None, owner: str = "the model") -> np.ndarray:
     """Return X as a finite, 2-D, C-contiguous float64 array or raise a clear error."""
     if hasattr(X, "toarray") or hasattr(X, "tocsr"):
@@ -369,6 +404,8 @@ def check_array(X, name: str = "X", n_features: int | None = None, owner: str = 
         try:
             arr = arr.astype(np.float64)
         except (TypeError, ValueError):
+            if arr.dtype.kind == "O" and is_missing(arr).any():  # pd.NA (nullable pandas columns) has no float
+                raise ValueError(f"{name} contains {MISSING_VALUES}.") from None
             raise TypeError(
                 f"{name} must be numeric: argument must be a string or a number convertible to float; "
                 f"got dtype {arr.dtype}."
@@ -388,7 +425,7 @@ def check_array(X, name: str = "X", n_features: int | None = None, owner: str = 
         raise ValueError(f"{name} has 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or infinity.")
+        raise ValueError(f"{name} contains {MISSING_VALUES if np.isnan(arr).any() else 'infinity'}.")
     if n_features is not None and arr.shape[1] != n_features:
         raise ValueError(
             f"{name} has {arr.shape[1]} features, but {owner} is expecting {n_features} features as input "
@@ -428,12 +465,11 @@ def check_labels(y, n_samples: int, min_per_class: int = 2) -> tuple[np.ndarray,
         raise TypeError("y must not be complex.")
     if y.dtype.kind == "f":
         if not np.isfinite(y).all():
-            raise ValueError("y contains NaN or infinity.")
+            raise ValueError(f"y contains {MISSING_VALUES if np.isnan(y).any() else 'infinity'}.")
         if np.any(y != np.round(y)):
             raise ValueError("Unknown label type: continuous. A classifier needs discrete class labels in y.")
-    if y.dtype.kind == "O":
-        if any(v is None or (isinstance(v, float) and np.isnan(v)) for v in y):
-            raise ValueError("y contains None or NaN labels.")
+    if y.dtype.kind in "OMm" and is_missing(y).any():  # before np.unique, which cannot order pd.NA among labels
+        raise ValueError(f"y contains {MISSING_VALUES}.")
     try:
         classes, encoded = np.unique(y, return_inverse=True)
     except TypeError:
@@ -775,7 +811,10 @@ class BaseEstimator:
 
     Parameters are dataclass fields (keyword-only); ``__init__`` only stores
     them, ``fit`` validates them against ``_parameter_constraints`` (merged
-    along the class hierarchy) and then ``_check_params``.
+    along the class hierarchy; an int parameter is also bounded by
+    ``INT64_MAX``) and then ``_check_params``. A float parameter given as
+    another real number (``fractions.Fraction``, ``decimal.Decimal``, an int
+    beyond 64 bits) is replaced by its float.
 
     Parameters
     ----------
@@ -821,12 +860,27 @@ class BaseEstimator:
             constraints.update(getattr(klass, "_parameter_constraints", {}))
         for name, value in self.get_params().items():
             forms = constraints.get(name)
-            if forms is None or any(form.accepts(value) for form in forms):
+            if forms is None:
                 continue
-            allowed = " or ".join(str(form) for form in forms)
-            numeric = isinstance(value, (numbers.Number, np.number)) and not isinstance(value, bool)
-            error = ValueError if numeric or isinstance(value, str) else TypeError
-            raise error(f"The {name!r} parameter of {type(self).__name__} must be {allowed}; got {value!r}.")
+            form = next((form for form in forms if form.accepts(value)), None)
+            if form is None:
+                allowed = " or ".join(str(form) for form in forms)
+                numeric = isinstance(value, (numbers.Number, np.number)) and not isinstance(value, bool)
+                error = ValueError if numeric or isinstance(value, str) else TypeError
+                raise error(f"The {name!r} parameter of {type(self).__name__} must be {allowed}; got {value!r}.")
+            if not isinstance(form, Interval):
+                continue
+            if form.kind == "int":
+                if not -INT64_MAX - 1 <= value <= INT64_MAX:
+                    bound = f"at most {INT64_MAX}" if value > 0 else f"at least {-INT64_MAX - 1}"
+                    raise ValueError(
+                        f"The {name!r} parameter of {type(self).__name__} must be {bound} (a 64-bit integer); "
+                        f"got {value!r}."
+                    )
+            elif not isinstance(value, (float, np.floating)) and not (
+                isinstance(value, (int, np.integer)) and abs(value) <= INT64_MAX
+            ):
+                setattr(self, name, float(value))  # a Fraction, a Decimal, ...: the compiled code takes a float
         self._check_params()
 
     def _check_params(self) -> None:
@@ -1019,6 +1073,9 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
     search_grid: ClassVar[dict] = {}
     #: Parameters ``demo.py`` uses on Banana (chosen with the harness).
     demo_params: ClassVar[dict] = {}
+    #: The method's regulariser parameter ("mu", "C", "rho"), named by the messages about a fit far off the data's
+    #: scale (:meth:`_scale_suspects`); None: the method has none.
+    _regulariser_name: ClassVar[str | None] = None
 
     _fitted_attribute: ClassVar[str] = "support_vectors_"
     #: ``_store_expansions`` leaves the models without skill for ``fit`` to warn about (a failed fit drops them).
@@ -1135,9 +1192,16 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
                     out = self.kernel_.expansion(X, self.support_vectors_, coef[:, c]) + intercept[c]
                 largest = float(np.max(np.abs(out))) if out.size else 0.0
                 if not largest < MAX_OUTPUT:  # their squares (the variances) would overflow, or they already did
+                    large = self._large_regulariser(out.shape[0])
                     raise ValueError(
                         f"the fitted model's outputs reach {largest:.3g} on the training data, beyond what float64 "
-                        "can price: a regulariser or sigma far outside the data's scale?"
+                        "can price: "
+                        + (
+                            f"{large}: the model is then almost constant, and its outputs, scaled to separate the "
+                            "class means, grow with the regulariser."
+                            if large is not None
+                            else f"{self._scale_suspects()} far outside the data's scale?"
+                        )
                     )
                 for k, label in enumerate((-1.0, 1.0)):
                     values = out[y == label]
@@ -1164,7 +1228,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
             if counts is not None:  # leave-one-out outputs: does the model separate the classes?
                 t = skill_t(means[c], pooled, *counts)
                 if not t >= NO_SKILL_T:
-                    weak.append((c, t))
+                    weak.append((c, t, int(sum(counts))))
         if samples and all(sample is not None for sample in samples):
             # one factor κ ≤ 1 for every class, fitted to their pooled one-vs-rest likelihoods: the argmax of the
             # log odds, which is predict's with more than two classes, stays the Gaussian slopes' (per-class
@@ -1184,12 +1248,37 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
             setattr(self, key + "_", values[0] if len(values) == 1 else values)
 
     def _warn_no_skill(self, weak: list) -> None:
-        """Warn (:class:`NoSkillWarning`) that these models' leave-one-out outputs do not separate their classes."""
+        """Warn (:class:`NoSkillWarning`) that these models' leave-one-out outputs do not separate their classes.
+
+        ``weak``: ``(class, t, training rows)`` per model (the rows may be left off). A regulariser set above
+        what its "auto" grid tries is named as the cause (:meth:`_large_regulariser`): the model is then almost
+        constant, and the leave-one-out output at a point is about the mean of the OTHER points' labels,
+        which ranks the classes the wrong way round (SparseGreedyKFD, C=1e12, two blobs: t = -7.7·10⁶ with
+        every training and 99.7 % of the test points right). The statistic is not at fault (a ratio, it
+        does not change with the outputs' scale): those leave-one-out outputs also give the cut and
+        ``predict_proba``'s slope, which is then flat at 0.5.
+        """
         if self.classes_.shape[0] == 2:
             what = f"its two classes (t = {weak[0][1]:.2g})"
         else:
-            what = ", ".join(f"class {plain_label(self.classes_, c)!r} (t = {t:.2g})" for c, t in weak[:5])
+            what = ", ".join(f"class {plain_label(self.classes_, w[0])!r} (t = {w[1]:.2g})" for w in weak[:5])
             what = f"{what}{' and more' if len(weak) > 5 else ''} from the rest"
+        lead = (
+            f"{type(self).__name__}: the leave-one-out outputs of the fitted model separate {what} no better "
+            f"than chance would (t < {NO_SKILL_T:g})"
+        )
+        large = self._large_regulariser(weak[0][2] if len(weak[0]) > 2 else None)
+        if large is not None:
+            name = self._regulariser_name
+            warnings.warn(
+                f"{lead}: {large}. The model is then almost constant: the leave-one-out output at a point is about "
+                "the mean of the other points' labels, which ranks the classes the wrong way round, so "
+                "predict_proba is flat and every leave-one-out choice (the cut, the size) is blind, though predict "
+                f"may still separate the classes. Try a smaller {name}, or {name}='auto'.",
+                NoSkillWarning,
+                stacklevel=3,
+            )
+            return
         sigma = self.kernel_.sigma if getattr(self.kernel_, "name", None) == "rbf" else None  # linear: no width
         hint = (
             f"The kernel width sigma={sigma:.3g} may be far too small or too large for these data"
@@ -1197,12 +1286,50 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
             else "The kernel may not suit these data"
         )
         warnings.warn(
-            f"{type(self).__name__}: the leave-one-out outputs of the fitted model separate {what} no better "
-            f"than chance would (t < {NO_SKILL_T:g}): expect chance-level predictions. {hint}, or the features "
-            "carry no signal about the labels.",
+            f"{lead}: expect chance-level predictions. {hint}, or the features carry no signal about the labels.",
             NoSkillWarning,
             stacklevel=3,
         )
+
+    def _set_regulariser(self) -> tuple[str, float] | None:
+        """Return ``(name, value)`` of the regulariser when it is set to a number; None for "auto" or none."""
+        name = self._regulariser_name
+        value = getattr(self, name, None) if name is not None else None
+        if isinstance(value, (numbers.Real, np.number)) and not isinstance(value, (bool, np.bool_)):
+            return name, float(value)
+        return None
+
+    def _regulariser_top(self, n: int) -> float:
+        """Return the largest regulariser the "auto" grid tries on n rows (:func:`kfdnumba._loo.default_lambdas`).
+
+        ℓ: an RBF kernel column's squared norm is at most ℓ, so above it the regulariser outweighs every column.
+        """
+        return float(n)
+
+    def _large_regulariser(self, n: int | None) -> str | None:
+        """Return "the regulariser mu=1e+12 is too large (...)" when it is set above :meth:`_regulariser_top`.
+
+        None when it is not (or "auto", or no n).
+        """
+        regulariser = self._set_regulariser()
+        if regulariser is None or n is None:
+            return None
+        name, value = regulariser
+        top = self._regulariser_top(n)
+        if not value > top:
+            return None
+        return f"the regulariser {name}={value:.3g} is too large (above {top:.3g}, the largest {name}='auto' tries)"
+
+    def _scale_suspects(self) -> str:
+        """Return "the regulariser mu=0.1 or the kernel width sigma=1.91": the fit's scales (set ones), for messages."""
+        parts = []
+        regulariser = self._set_regulariser()
+        if regulariser is not None:
+            parts.append(f"the regulariser {regulariser[0]}={regulariser[1]:.3g}")
+        kernel = getattr(self, "kernel_", None)
+        if getattr(kernel, "name", None) == "rbf":
+            parts.append(f"the kernel width sigma={kernel.sigma:.3g}")
+        return " or ".join(parts) if parts else "the data or the kernel"
 
     # ------------------------------------------------------------------- predict
     @property
@@ -1494,8 +1621,10 @@ class SparseKernelClassifier(KernelClassifier):
     def _fit(self, X, y):
         if is_dask_array(X):
             self._validate_params()
-            n = X.shape[0]
-            size = self._selection_size(int(n)) if n == n else None  # unknown chunk sizes: the checks say so
+            from ._dask import check_row_chunks
+
+            check_row_chunks(X)  # whole rows, known chunk sizes: before the size picks a path
+            size = self._selection_size(int(X.shape[0]))
             if size is not None:
                 from ._dask_subset import fit_on_subset
 

@@ -42,17 +42,6 @@ __all__ = ["jit", "FASTMATH", "cache_enabled", "parallel_kernels"]
 #: fastmath flags: everything but ``nnan`` and ``ninf``.
 FASTMATH = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
 
-_IN_FORKED_CHILD = False
-
-
-def _mark_forked_child() -> None:
-    global _IN_FORKED_CHILD
-    _IN_FORKED_CHILD = True
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_mark_forked_child)
-
 
 def cache_enabled() -> bool:
     """Return whether on-disk caching is requested (``KFDNUMBA_CACHE`` != 0)."""
@@ -133,7 +122,7 @@ class _ParallelKernel:
 
     def __call__(self, *args):
         """Run the parallel path (the serial twin in a forked child)."""
-        if _IN_FORKED_CHILD:
+        if _threads.in_forked_child():
             return self.serial(*args)
         _threads.ensure_planned()  # the call's thread count, planned at its first parallel kernel
         self.parallel_calls += 1

@@ -434,7 +434,7 @@ class TaskThreads:
         min_work = TASKS_MIN_WORK if self.min_work is None else self.min_work
         threads = min(len(items), call_threads()) if len(items) > 1 and worth_parallel(work, min_work) else 1
         threads = max(1, min(threads, most)) if most is not None else threads
-        if threads <= 1 or _in_forked_child():
+        if threads <= 1 or in_forked_child():
             return [fn(item) for item in items]
         if self._pool is None or self._size < threads - 1:
             from concurrent.futures import ThreadPoolExecutor
@@ -467,7 +467,18 @@ class TaskThreads:
         return out
 
 
-def _in_forked_child() -> bool:
-    from . import _jit
+_IN_FORKED_CHILD = False
 
-    return _jit._IN_FORKED_CHILD
+
+def _mark_forked_child() -> None:
+    global _IN_FORKED_CHILD
+    _IN_FORKED_CHILD = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_mark_forked_child)
+
+
+def in_forked_child() -> bool:
+    """Whether this process was forked after the package was imported (Numba's ``omp`` layer cannot run there)."""
+    return _IN_FORKED_CHILD

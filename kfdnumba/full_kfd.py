@@ -188,6 +188,7 @@ class KFD(KernelClassifier):
         "threshold": ["auto", "midpoint", "bayes"],
     }
     demo_params: ClassVar[dict] = {"sigma": 0.7}
+    _regulariser_name: ClassVar[str] = "mu"
 
     def _fit_one_vs_rest(self, X, targets, rng):
         """One model per class from ONE Gram matrix (each class centres a copy; the last one K itself)."""
@@ -234,7 +235,11 @@ class KFD(KernelClassifier):
         m_pos, m_neg = output[pos].mean(), output[~pos].mean()
         gap = m_pos - m_neg  # = dᵀ(N + μI)⁻¹d > 0
         if not gap > 0:
-            raise ValueError("KFD found no separation between the class means (degenerate data or mu).")
+            width = f" or sigma={self.kernel_.sigma:.3g}" if self.kernel_.name == "rbf" else ""
+            raise ValueError(
+                f"KFD found no separation between the class means (degenerate data, or mu={mu:.3g}{width} far "
+                "from the data's scale)."
+            )
         scale = 2.0 / gap
         output *= scale
         info = {} if self.mu != "auto" else {"loo_lambda": mu}

@@ -759,9 +759,15 @@ class LqKFD(SparseKernelClassifier):
         whose tiny weights act as a selection it does not redo per left-out
         point (ringnorm: 95 % of the points kept). A float: the paper's model
         for that ρ.
-    q : float, default 1.0
+    q : float or "auto", default 1.0
         Exponent of the penalty, in (0, 1]; smaller is sparser (non-convex
-        below 1: a local minimum from the ridge start).
+        below 1: a local minimum from the ridge start). "auto" (only with
+        ``rho="auto"``): every ρ of the path is fitted for each q of
+        ``AUTO_QS`` (1 and 0.5, each q < 1 fit warm-started from the q = 1 fit
+        at that ρ), all priced by the same leave-one-out estimate, and the
+        model's q is that of the chosen fit (``loo_q_``; ties go to the
+        larger q). With a number for ρ the model is the paper's fit, which
+        has no leave-one-out estimate to choose q by: refused (ValueError).
     tol : float, default 1e-5
         Stop when the relative change of J is below ``tol`` (paper: 1e-5).
     max_iter : int, default 1000
@@ -905,6 +911,21 @@ class LqKFD(SparseKernelClassifier):
     #: The ρ path runs on at most 1000 rows (low rank where K's numerical rank is below 250, else exact).
     auto_selection_rows: ClassVar[int] = 1000
 
+    _regulariser_name: ClassVar[str] = "rho"
+
+    def _regulariser_top(self, n: int) -> float:
+        """Return inf: no ρ is called too large (not the ridge λ's scale; too large a ρ prunes every α, and says so)."""
+        return math.inf
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        if self.q == "auto" and self.rho != "auto":
+            raise ValueError(
+                f"q='auto' chooses q by leave-one-out along the rho='auto' path; with rho={self.rho!r} the model "
+                "is the paper's kFDA_q fit for that rho, which has no leave-one-out estimate to choose q by. Give q "
+                "as a float in (0, 1] (the paper's q = 1 is the default), or set rho='auto'."
+            )
+
     def _refit_spec(self):
         return ("l2", "auto", self.threshold) if self.rho == "auto" else None
 
@@ -979,9 +1000,7 @@ class LqKFD(SparseKernelClassifier):
         state = (np.arange(n + 1, dtype=np.int64), np.ones(n + 1))  # no zero entry: first iterate = ridge
         if self.rho == "auto":
             return self._fit_rho_path(gram, y, targets, state)
-        run = self._majorize_minimize(
-            gram, targets, float(self.rho), 1.0 if self.q == "auto" else float(self.q), *state
-        )
+        run = self._majorize_minimize(gram, targets, float(self.rho), float(self.q), *state)  # q: no "auto" here
         active, omega, outputs = run["active"], run["omega"], run["outputs"]
         pos = y > 0
         if not outputs[pos].mean() > outputs[~pos].mean():
@@ -1104,6 +1123,8 @@ class LqKFD(SparseKernelClassifier):
         """
         n = gram.n
         rho_l = rho * n
+        if not math.isfinite(rho_l * q):  # else inf · 0 = NaN in every step, max_iter of them
+            raise ValueError(f"rho={rho:g} is too large: the penalty weight rho · ℓ · q (ℓ = {n}) overflows float64.")
         penalize = bool(self.penalize_bias)
         accelerate = self._accelerates()
 

@@ -895,7 +895,9 @@ def fisher_on_nystroem(L: np.ndarray, C: np.ndarray, y: np.ndarray, mu: float):
     w = scipy.linalg.solve(S, m_pos - m_neg, assume_a="pos", check_finite=False)
     gap = float(w @ (m_pos - m_neg))
     if not gap > 0:
-        raise ValueError("MatchingPursuitKFD found no separation between the class means (degenerate data or mu).")
+        raise ValueError(
+            f"MatchingPursuitKFD found no separation between the class means (degenerate data, sigma or mu={mu:g})."
+        )
     w = w * (2.0 / gap)
     intercept = -0.5 * float(w @ (m_pos + m_neg))
     alpha = scipy.linalg.solve_triangular(L, w, lower=True, trans="T", check_finite=False)
@@ -1037,6 +1039,7 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         "threshold": ["midpoint", "bayes"],
     }
     demo_params: ClassVar[dict] = {"sigma": 0.5}  # size, mu and cut: the data-driven defaults
+    _regulariser_name: ClassVar[str] = "mu"
 
     _index_info: ClassVar[tuple] = ("bases",)
 

@@ -913,6 +913,7 @@ class ReformativeKFD(SparseKernelClassifier):
         "threshold": ["midpoint", "bayes"],
     }
     demo_params: ClassVar[dict] = {"sigma": 0.5}  # size, mu and cut: the data-driven defaults
+    _regulariser_name: ClassVar[str] = "mu"
 
     _index_info: ClassVar[tuple] = ("nodes",)
 
@@ -1059,8 +1060,10 @@ class ReformativeKFD(SparseKernelClassifier):
     def _expansion(self, X, positive, nodes, alpha, j_history, node_means, mus, path, K):
         """Return the model of a selection: the leave-one-out one, or the paper's (eq. 22; K when stored)."""
         if nodes.shape[0] == 0 or not j_history[-1] > 0:
+            large = self._large_regulariser(X.shape[0])
+            cause = large if large is not None else f"{self._scale_suspects()} far from the data's scale"
             raise ValueError(
-                "ReformativeKFD found no separation between the class means (degenerate data, sigma or mu)."
+                f"ReformativeKFD found no separation between the class means (degenerate data, or {cause})."
             )
         if path is not None:
             expansion = self._loo_expansion(path, nodes, positive, j_history, X)

@@ -650,6 +650,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
     }
     search_grid: ClassVar[dict] = {"sigma": [0.35, 0.5, 0.7, 1.0], "C": [1e-3, 1e-2, 1e-1]}
     demo_params: ClassVar[dict] = {"sigma": 0.7}  # size, C and cut: the data-driven defaults
+    _regulariser_name: ClassVar[str] = "C"
 
     _index_info: ClassVar[tuple] = ("bases",)
 
@@ -978,9 +979,16 @@ class SparseGreedyKFD(SparseKernelClassifier):
         source.finish()
 
         if (n_bases == 0).any():
+            large = self._large_regulariser(n)  # C dwarfs every column's squared norm: no gain registers
             raise ValueError(
                 "SparseGreedyKFD found no kernel column that separates the class means "
-                + (f"(sigma={kernel.sigma:g}); try another sigma." if kernel.name == "rbf" else "(linear kernel).")
+                + (
+                    f"at all: {large}; try a smaller C, or C='auto'."
+                    if large is not None
+                    else f"({self._scale_suspects()}); try another sigma."
+                    if kernel.name == "rbf"
+                    else "(linear kernel)."
+                )
             )
         info = {"n_kernel_columns": n_columns}
         return [

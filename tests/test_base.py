@@ -2,6 +2,8 @@
 
 import pickle
 import re
+from decimal import Decimal
+from fractions import Fraction
 
 import numba
 import numpy as np
@@ -11,7 +13,16 @@ from naive import bayes_threshold as naive_bayes_threshold
 from naive import separate_variance_bic
 from naive import separate_variance_gain as naive_gain
 
-from kfdnumba import KFD, LqKFD, MatchingPursuitKFD, NotFittedError, ReformativeKFD, SparseGreedyKFD
+from kfdnumba import (
+    DDA,
+    KFD,
+    DDAClassifier,
+    LqKFD,
+    MatchingPursuitKFD,
+    NotFittedError,
+    ReformativeKFD,
+    SparseGreedyKFD,
+)
 from kfdnumba._base import (
     SEPARATE_VARIANCE_BIC,
     SEPARATE_VARIANCE_GAIN,
@@ -44,8 +55,9 @@ def estimator_cls(request):
         (np.ones((2, 3, 4)), ValueError, "2-D"),
         (np.empty((0, 3)), ValueError, "0 sample"),
         (np.empty((4, 0)), ValueError, "0 feature"),
-        (np.array([[1.0, np.nan], [2.0, 3.0]]), ValueError, "NaN or infinity"),
-        (np.array([[1.0, np.inf], [2.0, 3.0]]), ValueError, "NaN or infinity"),
+        (np.array([[1.0, np.nan], [2.0, 3.0]]), ValueError, r"^X contains missing values \(NaN, None or pd.NA\)"),
+        (np.array([[1.0, np.inf], [2.0, 3.0]]), ValueError, "^X contains infinity"),
+        (np.array([[1.0, None], [2.0, 3.0]], dtype=object), ValueError, "^X contains missing values"),
         (np.array([["a", "b"], ["c", "d"]]), TypeError, "numeric"),
         (np.array([[1 + 1j, 2]]), ValueError, "Complex data not supported"),
         ([[1.0, 2.0], [3.0]], ValueError, "could not be converted"),
@@ -75,7 +87,9 @@ def test_check_array_feature_count():
         (np.array([0, 1, 1, 1]), 4, ValueError, "^class 0 has 1 sample.s.; each class needs at least 2"),
         (np.array(["dog", "cat", "cat", "cat"]), 4, ValueError, "^class 'dog' has 1 sample"),
         (np.array([0.5, 1.0, 0.5, 1.5]), 4, ValueError, "continuous"),
-        (np.array([0, np.nan, 1, 1]), 4, ValueError, "NaN"),
+        (np.array([0, np.nan, 1, 1]), 4, ValueError, r"^y contains missing values \(NaN, None or pd.NA\)"),
+        (np.array([0, np.inf, 1, 1]), 4, ValueError, "^y contains infinity"),
+        (np.array(["a", None, "b", "b"], dtype=object), 4, ValueError, "^y contains missing values"),
         (np.ones((4, 2)), 4, ValueError, "1-D"),
         (None, 4, ValueError, "requires y to be passed"),
         (np.array(["a", 1, "b", 2], dtype=object), 4, TypeError, "mixes label types"),
@@ -223,6 +237,165 @@ def test_shared_parameter_errors(estimator_cls, params, error, match):
     X, y = two_blobs(20)
     with pytest.raises(error, match=match):
         estimator_cls(**params).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "cls, name, value",
+    [
+        (KFD, "sigma", Fraction(1, 2)),
+        (KFD, "mu", Decimal("0.01")),
+        (SparseGreedyKFD, "C", Fraction(1, 100)),
+        (MatchingPursuitKFD, "mu", Decimal("0.1")),
+        (ReformativeKFD, "tol", Fraction(1, 1000)),
+        (LqKFD, "tol", Fraction(1, 10**5)),
+        (KFD, "sigma", 10**30),  # an int beyond 64 bits (compiled code takes int64)
+    ],
+    ids=lambda v: v.__name__ if isinstance(v, type) else str(v),
+)
+def test_a_real_parameter_may_be_any_real_number_and_is_taken_as_its_float(cls, name, value):
+    """A Fraction or a Decimal gave "ufunc 'isfinite' not supported" (or "must be a float" for a Decimal)."""
+    X, y = two_blobs(40)
+    model = cls(**{name: value}, random_state=0)
+    try:
+        model.fit(X, y)
+    except ValueError as exc:  # sigma=1e30 makes every kernel column constant: refused, but past the validation
+        assert "'sigma' parameter" not in str(exc) and name == "sigma" and value == 10**30
+    assert type(getattr(model, name)) is float and getattr(model, name) == float(value)
+    if name != "sigma" or value != 10**30:
+        same = cls(**{name: float(value)}, random_state=0).fit(X, y)
+        np.testing.assert_array_equal(model.decision_function(X), same.decision_function(X))
+
+
+@pytest.mark.parametrize(
+    "value, error",
+    [
+        ("0.5", ValueError),  # a string is not a number, however it reads
+        (Fraction(-1, 2), ValueError),
+        (Decimal("NaN"), ValueError),
+        (Decimal("sNaN"), ValueError),
+        (Decimal("Infinity"), ValueError),
+        (10**400, ValueError),  # beyond float64: np.isfinite raised TypeError on it
+        (1 + 2j, ValueError),
+        ([0.5], TypeError),
+    ],
+    ids=repr,
+)
+def test_a_real_parameter_refuses_what_is_not_a_finite_real_naming_it(value, error):
+    X, y = two_blobs(20)
+    with pytest.raises(error, match=r"^The 'sigma' parameter of KFD must be a float in \(0, inf\) or one of 'auto'"):
+        KFD(sigma=value).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "cls, params, match",
+    [
+        (DDAClassifier, {"cv_patience": 10**30}, r"'cv_patience' parameter of DDAClassifier must be at most 92233"),
+        (DDA, {"max_iter": 2**63}, r"'max_iter' parameter of DDA must be at most 9223372036854775807 \(a 64-bit"),
+        (SparseGreedyKFD, {"max_bases": 10**30}, r"'max_bases' parameter of SparseGreedyKFD must be at most"),
+        (MatchingPursuitKFD, {"n_candidates": 2**64}, r"'n_candidates' parameter of MatchingPursuitKFD must be at"),
+        (ReformativeKFD, {"max_nodes": 2**63}, r"'max_nodes' parameter of ReformativeKFD must be at most"),
+        (LqKFD, {"max_rank": 10**20}, r"'max_rank' parameter of LqKFD must be at most"),
+        (KFD, {"n_jobs": -(2**64)}, r"'n_jobs' parameter of KFD must be at least -9223372036854775808"),
+    ],
+    ids=lambda v: v.__name__ if isinstance(v, type) else None,
+)
+def test_an_int_parameter_beyond_64_bits_is_refused_naming_it(cls, params, match):
+    """DDAClassifier(cv_patience=10**30) failed in Numba's typing ("non-precise type pyobject")."""
+    X, y = two_blobs(40)
+    with pytest.raises(ValueError, match=match):
+        cls(**params).fit(X, y)
+
+
+def test_a_huge_max_iter_sizes_no_allocation():
+    """DDAClassifier(max_iter=10**10) on 200 rows: Numba's MemoryError (a history for max_iter + 1 steps).
+
+    Every other int parameter that sizes an array is clamped to the training set (``min(max_bases, n)``, ...).
+    """
+    X, y = two_blobs(200)
+    for params in ({"max_iter": 10**10}, {"max_iter": 2**63 - 1, "early_stopping": False}):
+        model = DDAClassifier(**params).fit(X, y)
+        assert model.stop_reason_ in ("tol", "early_stopping") and model.score(X, y) > 0.9
+    for cls, params in (
+        (SparseGreedyKFD, {"max_bases": 10**10, "n_candidates": 10**10}),
+        (MatchingPursuitKFD, {"max_bases": 10**10, "n_landmarks": 10**10, "stage": 10**10}),
+        (ReformativeKFD, {"max_nodes": 10**10, "n_candidates": 10**10}),
+        (LqKFD, {"max_iter": 10**10, "max_rank": 10**10, "solver": "lowrank"}),
+    ):
+        assert cls(**params, random_state=0).fit(X, y).score(X, y) > 0.9
+
+
+@pytest.mark.parametrize("where", ["y", "X"])
+def test_missing_values_in_pandas_data_are_called_missing(estimator_cls, where):
+    """pd.NA in y said "mixes label types", in X "must be numeric" (nullable pandas columns hold pd.NA objects)."""
+    pd = pytest.importorskip("pandas")
+    X, y = two_blobs(20)
+    message = rf"^{where} contains missing values \(NaN, None or pd.NA\)"
+    if where == "y":
+        for labels in (
+            pd.Series(np.where(y > 0, "pos", "neg"), dtype="string"),
+            pd.Series(y, dtype="Int64"),
+            pd.Series(y, dtype=object),
+            pd.Series(np.where(y > 0, "pos", "neg"), dtype="category"),
+        ):
+            labels[3] = pd.NA if labels.dtype != "category" else np.nan
+            with pytest.raises(ValueError, match=message):
+                estimator_cls().fit(X, labels)
+        return
+    for frame in (pd.DataFrame(X).astype("Float64"), pd.DataFrame(X).astype(object)):
+        frame.iloc[3, 0] = pd.NA
+        with pytest.raises(ValueError, match=message):
+            estimator_cls().fit(frame, y)
+    model = estimator_cls(random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match=message):
+        model.predict(frame)
+
+
+@pytest.mark.parametrize(
+    "cls, params, match",
+    [
+        (ReformativeKFD, {"mu": 1e300}, r"reach 3.5.e\+297 .* the regulariser mu=1e\+300 is too large \(above 60,"),
+        (MatchingPursuitKFD, {"mu": 1e300}, r"the regulariser mu=1e\+300 is too large \(above 60, the largest mu="),
+        (SparseGreedyKFD, {"C": 1e308}, r"separates the class means at all: the regulariser C=1e\+308 is too large"),
+        (SparseGreedyKFD, {"C": 1e308, "stop": "paper"}, r"the regulariser C=1e\+308 is too large"),
+        (LqKFD, {"rho": 1e308}, r"rho=1e\+308 is too large: the penalty weight"),
+    ],
+    ids=lambda v: v.__name__ if isinstance(v, type) else None,
+)
+def test_a_regulariser_far_off_the_data_scale_is_named_with_its_value(cls, params, match):
+    """ReformativeKFD(mu=1e300) blamed "a regulariser or sigma", SparseGreedyKFD(C=1e308) sigma alone."""
+    import warnings
+
+    X, y = two_blobs(60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # LqKFD(rho=1e308) ran 1000 steps of inf · 0
+        with pytest.raises(ValueError, match=match) as raised:
+            cls(**params).fit(X, y)
+    assert "sigma" not in str(raised.value)
+
+
+@pytest.mark.parametrize("cls, name", [(SparseGreedyKFD, "C"), (MatchingPursuitKFD, "mu"), (ReformativeKFD, "mu")])
+def test_no_skill_warning_names_a_regulariser_that_flattens_the_model(cls, name):
+    """C=1e12: every training point right, but the warning blamed sigma and promised chance-level predictions.
+
+    The model is almost constant, and its leave-one-out output at a point is about the mean of the other
+    points' labels: they rank the classes the wrong way round (t = -7.7e6), whatever their scale.
+    """
+    import warnings
+
+    from kfdnumba import NoSkillWarning
+
+    X, y = two_blobs(60, shift=3.0)
+    Xt, yt = two_blobs(400, seed=5, shift=3.0)
+    with pytest.warns(NoSkillWarning, match=rf"the regulariser {name}=1e\+12 is too large \(above 60,") as seen:
+        model = cls(**{name: 1e12}, random_state=0).fit(X, y)
+    message = str(seen[0].message)
+    assert "sigma" not in message and "chance-level predictions" not in message
+    assert f"Try a smaller {name}, or {name}='auto'" in message
+    assert model.score(X, y) == 1.0 and model.score(Xt, yt) > 0.95  # predict does separate the classes ...
+    np.testing.assert_allclose(model.predict_proba(Xt), 0.5, atol=1e-6)  # ... its probabilities do not
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoSkillWarning)
+        cls(**{name: 1.0}, random_state=0).fit(X, y)  # a regulariser on the data's scale: silent
 
 
 def test_set_params_unknown_name(estimator_cls):

@@ -12,7 +12,7 @@ import numba
 import numpy as np
 import pytest
 
-from kfdnumba import _jit
+from kfdnumba import _jit, _threads
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kfdnumba"
 
@@ -35,7 +35,7 @@ def test_parallel_kernel_has_serial_twin_with_own_name():
 def test_forked_flag_selects_serial(monkeypatch):
     kernel = _jit.jit(_double)
     calls = []
-    monkeypatch.setattr(_jit, "_IN_FORKED_CHILD", True)
+    monkeypatch.setattr(_threads, "_IN_FORKED_CHILD", True)
     monkeypatch.setattr(type(kernel), "serial", property(lambda self: calls.append(1) or self.parallel))
     kernel(np.ones(3))
     assert calls == [1]

@@ -881,12 +881,22 @@ def test_rho_path_stops_after_patience_worse_fits_with_the_model_of_the_whole_pa
     np.testing.assert_allclose(stopped.decision_function(X), whole.decision_function(X), rtol=1e-10, atol=1e-12)
 
 
-def test_q_auto_with_a_fixed_rho_is_the_convex_model():
+def test_q_auto_chooses_q_on_the_rho_path_and_is_refused_with_a_fixed_rho():
+    """q="auto" with rho=1e-3 silently ran q = 1 (decisions bit-identical to q=1).
+
+    A fixed ρ's model is the paper's fit, which has no leave-one-out estimate to choose q by.
+    """
     X, y = two_blobs(n=60, seed=7)
-    auto = _LqKFD(sigma=1.0, rho=1e-3, q="auto").fit(X, y)
-    convex = _LqKFD(sigma=1.0, rho=1e-3, q=1.0).fit(X, y)
-    np.testing.assert_array_equal(auto.support_, convex.support_)
-    np.testing.assert_array_equal(auto.alpha_, convex.alpha_)
+    auto = _LqKFD(sigma=1.0, q="auto").fit(X, y)  # rho="auto": both exponents priced at every ρ
+    assert set(auto.rho_path_[:, 4]) == set(lq_module.AUTO_QS)
+    chosen = auto.rho_path_[(auto.rho_path_[:, 0] == auto.loo_rho_) & (auto.rho_path_[:, 4] == auto.loo_q_)]
+    assert chosen.shape[0] == 1 and auto.n_retained_ == chosen[0, 3]
+    assert auto.score(X, y) > 0.9
+    for rho in (1e-3, 0.5):
+        model = _LqKFD(sigma=1.0, rho=rho, q="auto")
+        with pytest.raises(ValueError, match=rf"q='auto' chooses q by leave-one-out along the rho='auto' path.*{rho}"):
+            model.fit(X, y)
+        assert not hasattr(model, "support_")
 
 
 def test_lapack_cholesky_helpers_equal_scipys_wrappers():
