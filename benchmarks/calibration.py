@@ -34,7 +34,7 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from peers import load_splits  # noqa: E402
+from _common import load_splits  # noqa: E402
 
 from kfdnumba import KFD, LqKFD, MatchingPursuitKFD, NoSkillWarning, ReformativeKFD, SparseGreedyKFD  # noqa: E402
 from kfdnumba.datasets import default_data_dir  # noqa: E402

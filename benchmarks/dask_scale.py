@@ -17,7 +17,7 @@ selection; κ = 59 on the implicit deflated kernel, 800 landmarks); its "steps" 
 round trips of both selections (the greedy step tasks per chunk), and its in-memory
 fit gets the ``max_memory_gb`` its 10⁶ × 800 features need.
 
-The data (``banana_like`` of benchmarks/threads.py) is written to disk as one
+The data (``banana_like`` of benchmarks/_common.py) is written to disk as one
 ``.npy`` file per chunk and read lazily (``np.load(mmap_mode="r")`` per chunk
 through ``dask.delayed``). Reported per size and ``max_memory_gb`` of the dask fit
 (per worker, for the stored kernel columns: beyond it, and with 0, the workers
@@ -41,7 +41,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from threads import banana_like  # noqa: E402
+from _common import banana_like  # noqa: E402
 
 from kfdnumba import LqKFD, MatchingPursuitKFD, ReformativeKFD, SparseGreedyKFD  # noqa: E402
 

@@ -34,8 +34,11 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for path in (ROOT, ROOT / "benchmarks"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from _common import load_uci, standardise, uci_folds  # noqa: E402
 
 from kfdnumba._threads import thread_policy  # noqa: E402
 from kfdnumba.datasets import default_data_dir  # noqa: E402
@@ -53,38 +56,11 @@ SETS = ["uci_iris", "uci_sonar", "uci_ionosphere", "uci_wdbc", "uci_balance"]
 PAPER = {"uci_ionosphere": (13.56, 7.14), "uci_iris": (4.00, 3.33), "uci_balance": (21.45, 3.06)}
 
 
-def load(name: str, data_dir: Path):
-    data = np.load(data_dir / f"{name}.npz", allow_pickle=False)
-    X, y = data["X"].astype(np.float64), data["y"]
-    keep = ~np.isnan(X).any(axis=1)
-    return X[keep], y[keep], int((~keep).sum())
-
-
-def stratified_folds(y, n_folds=10, seed=0):
-    rng = np.random.default_rng(seed)
-    fold = np.empty(y.shape[0], dtype=np.intp)
-    for c in np.unique(y):
-        idx = np.flatnonzero(y == c)
-        fold[idx[rng.permutation(idx.shape[0])]] = np.arange(idx.shape[0]) % n_folds
-    return fold
-
-
-def standardise(train, test):
-    # median imputation with the training fold's medians (the UCI files here have no NaN)
-    med = np.nanmedian(train, axis=0)
-    med[np.isnan(med)] = 0.0
-    train = np.where(np.isnan(train), med, train)
-    test = np.where(np.isnan(test), med, test)
-    mu, sd = train.mean(axis=0), train.std(axis=0)
-    sd[sd == 0] = 1.0
-    return (train - mu) / sd, (test - mu) / sd
-
-
 def accuracy(sets, params, data_dir, seed=0):
     rows = []
     for name in sets:
-        X, y, dropped = load(name, data_dir)
-        fold = stratified_folds(y, 10, seed)
+        X, y, dropped = load_uci(name, data_dir)
+        fold = uci_folds(y, 10, seed)
         err_nn = err_dda = 0
         comps, floors, steps, fit_time = [], [], [], 0.0
         for f in range(10):
@@ -157,7 +133,7 @@ def speed(data_dir, repeats=5):
                 f"one IM iteration, {n} x {m}, full T, {label}: median {np.median(times):.3f} s, min {min(times):.3f} s"
             )
 
-    Xs, ys, _ = load("uci_sonar", data_dir)
+    Xs, ys, _ = load_uci("uci_sonar", data_dir)
     Xs = (Xs - Xs.mean(axis=0)) / Xs.std(axis=0)
     for label, params in [
         ("fixed floor=1, early_stopping=False, max_iter=30", dict(floor=1.0, early_stopping=False)),
@@ -232,7 +208,7 @@ def table(sets, variants, peers, data_dir, seed=0, repeat=3):
     methods += _peer_methods(peers)
     names = ["1-NN"] + [m[0] for m in methods]
     # warm-up (Numba compilation, imports) on a small set, not timed
-    Xw, yw, _ = load("uci_iris", data_dir)
+    Xw, yw, _ = load_uci("uci_iris", data_dir)
     Xw = (Xw - Xw.mean(axis=0)) / Xw.std(axis=0)
     for _, make in methods:
         try:
@@ -244,8 +220,8 @@ def table(sets, variants, peers, data_dir, seed=0, repeat=3):
     results = {}
     print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     for set_name in sets:
-        X, y, _ = load(set_name, data_dir)
-        fold = stratified_folds(y, 10, seed)
+        X, y, _ = load_uci(set_name, data_dir)
+        fold = uci_folds(y, 10, seed)
         errors = dict.fromkeys(names, 0)
         times = dict.fromkeys(names, 0.0)
         failed = set()

@@ -24,7 +24,7 @@ for p in (ROOT, ROOT / "benchmarks"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from dda import load, standardise, stratified_folds  # noqa: E402
+from _common import load_uci, standardise, uci_folds  # noqa: E402
 
 from kfdnumba._threads import thread_policy  # noqa: E402
 from kfdnumba.datasets import default_data_dir  # noqa: E402
@@ -41,8 +41,8 @@ SHOW = (0, 1, 2, 3, 5, 10, 20, 30, 50)
 
 
 def run(set_name, params, max_iter, data_dir):
-    X, y, _ = load(set_name, data_dir)
-    fold = stratified_folds(y, 10, 0)
+    X, y, _ = load_uci(set_name, data_dir)
+    fold = uci_folds(y, 10, 0)
     errors = np.zeros(max_iter + 1)
     drops = []
     for f in range(10):

@@ -26,7 +26,7 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from threads import banana_like  # noqa: E402
+from _common import banana_like  # noqa: E402
 
 from kfdnumba import ReformativeKFD, SparseGreedyKFD  # noqa: E402
 

@@ -11,7 +11,7 @@ Speed: Banana (ℓ = 400) fit warm with the demo parameters, a fit on ℓ = 2000
 points of the Banana pool, iterations and active-set size over time.
 
 Low rank (``--part lowrank``): Banana-like data (the packaged pool resampled
-with jitter, ``benchmarks/threads.py``), σ = 0.7, the default ``rho="auto"``:
+with jitter, ``benchmarks/_common.py``), σ = 0.7, the default ``rho="auto"``:
 fit seconds, test error and retained points of ``solver="exact"`` (where it
 fits in memory and time) and ``solver="lowrank"``, beside
 ``Nystroem(n_components=m) + RidgeClassifier`` with m the low-rank factor's
@@ -73,7 +73,7 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from ida import evaluate, format_table  # noqa: E402
+from _common import banana_like, evaluate, format_table  # noqa: E402
 
 from kfdnumba import KFD, LqKFD, load_banana  # noqa: E402
 from kfdnumba.datasets import default_data_dir, load_ida  # noqa: E402
@@ -229,7 +229,6 @@ def run_lowrank(sizes, exact_max: int, rho="auto", n_test: int = 20000, sigma: f
     from sklearn.kernel_approximation import Nystroem
     from sklearn.linear_model import RidgeClassifier
     from sklearn.pipeline import make_pipeline
-    from threads import banana_like
 
     Xt, yt = banana_like(n_test, seed=12345)
     warm_X, warm_y = banana_like(300, seed=1)

@@ -13,7 +13,7 @@ above 5 000 points the selection runs on 5 000 rows, ``selection_rows``), then i
 child process ``Nystroem(m) + RidgeClassifier`` and ``+ RidgeClassifierCV`` with m = its
 ``n_retained_`` (the union of the classes' points: what a prediction evaluates), and
 libsvm's ``SVC(C=1)`` (one-vs-one). Every cell runs in its own child process and is timed
-and measured as in ``benchmarks/scale.py`` (:func:`scale.measure`: best of two fits, one
+and measured as in ``benchmarks/scale.py`` (:func:`_common.measure`: best of two fits, one
 when the first took more than 60 s; peak memory above the child's base, ``Δ MB``).
 
 What it shows: that the defaults fit many classes within the memory budget (before the
@@ -24,31 +24,20 @@ stores were charged at ``max_nodes`` before the fit), and what one-vs-rest costs
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from scale import MARK, RIDGE_ALPHAS, measure  # noqa: E402
+from _common import RIDGE_ALPHAS, emit, make_data, marked_rows, measure  # noqa: E402
 
 SPARSE = ["SparseGreedyKFD", "ReformativeKFD", "MatchingPursuitKFD", "LqKFD"]
-N_TEST = 5000
-
-
-def make_data(k: int, n: int, n_test: int = N_TEST, d: int = 20):
-    r = np.random.default_rng(0)
-    centres = 1.2 * r.standard_normal((k, d))
-    y, y_test = r.integers(k, size=n), r.integers(k, size=n_test)
-    return centres[y] + r.standard_normal((n, d)), y, centres[y_test] + r.standard_normal((n_test, d)), y_test
 
 
 def run_cell(method: str, k: int, n: int) -> None:
@@ -65,12 +54,12 @@ def run_cell(method: str, k: int, n: int) -> None:
     gamma = 0.5 / sigma**2
     X_warm, y_warm, _, _ = make_data(k, 40 * k, 10)
     if method == "SVC":
-        print(MARK + json.dumps(measure("SVC", lambda: SVC(C=1.0, gamma=gamma), X, y, X_test, y_test)), flush=True)
+        emit(measure("SVC", lambda: SVC(C=1.0, gamma=gamma), X, y, X_test, y_test))
         return
     cls = kfdnumba.registered_estimators()[method]
     cls(sigma=sigma, random_state=0).fit(X_warm, y_warm)  # compile outside the timed fits
     ours = measure(method, lambda: cls(sigma=sigma, random_state=0), X, y, X_test, y_test)
-    print(MARK + json.dumps(ours), flush=True)
+    emit(ours)
     if ours["status"] != "ok":
         return
     m = ours["retained"]
@@ -81,7 +70,7 @@ def run_cell(method: str, k: int, n: int) -> None:
             return make_pipeline(Nystroem(gamma=gamma, n_components=m, random_state=0), model)
 
         row = measure(f"Nystroem({m}) + {label}", make, X, y, X_test, y_test)
-        print(MARK + json.dumps(row), flush=True)
+        emit(row)
 
 
 def main(argv=None) -> None:
@@ -101,7 +90,7 @@ def main(argv=None) -> None:
     for method in args.methods:
         cmd = [sys.executable, __file__, "--cell", method, "--classes", str(args.classes), "--n", str(args.n)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
-        rows = [json.loads(line[len(MARK) :]) for line in proc.stdout.splitlines() if line.startswith(MARK)]
+        rows = marked_rows(proc.stdout)
         if not rows:
             print(f"{method:36s} failed: {(proc.stderr.strip().splitlines() or [''])[-1][:100]}", flush=True)
         for row in rows:

@@ -3,7 +3,7 @@
 Parts (``--parts``, default all):
 
 * ``protocol``: the default (pseudo + ortho_schur, stage 1) against full KFD with
-  the papers' protocol (``benchmarks/ida.py`` ``evaluate``: 5-fold CV on the
+  the papers' protocol (``benchmarks/ida.py``, ``_common.evaluate``: 5-fold CV on the
   first 5 realisations, median parameters, test error on all 10).
 * ``grid``: every criterion × deflation at stage 1 with the default's chosen
   parameters held fixed (as in the paper, which chose σ and k once), error
@@ -18,9 +18,9 @@ Parts (``--parts``, default all):
   ``AUTO_CRITERIA_MAX_N`` (1 200) points, where it is the random selection alone. Each of
   "both" (the pseudo and the random selection, priced, as "auto" is below 1 200 points),
   "pseudo" and "random" with the other defaults, ``random_state=0``, one after the other
-  in one process: Banana-like data (``threads.banana_like``, training seeds 10-12, 10 000
+  in one process: Banana-like data (``_common.banana_like``, training seeds 10-12, 10 000
   test points of seed 99, σ = 0.7) at 2 000 / 5 000 / 10⁴ / 2·10⁴ points, and twonorm /
-  ringnorm (``peers.breiman``, σ 19.5 / 3.49, realisations 0-1, 7 000 test points) at
+  ringnorm (``_common.breiman``, σ 19.5 / 3.49, realisations 0-1, 7 000 test points) at
   2 000 / 5 000. Test error %, points kept, fit ms. ``--sizes`` to change the sizes.
 
 Usage::
@@ -46,7 +46,7 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from ida import _resolve, evaluate  # noqa: E402
+from _common import _resolve, banana_like, breiman, evaluate  # noqa: E402
 
 from kfdnumba import KFD, MatchingPursuitKFD, load_ida  # noqa: E402
 from kfdnumba.datasets import default_data_dir  # noqa: E402
@@ -208,9 +208,6 @@ def part_speed(out):
 
 def part_criteria(sizes, out):
     """The selections "auto" may run, fitted alone and together, above AUTO_CRITERIA_MAX_N points."""
-    from peers import breiman
-    from threads import banana_like
-
     import kfdnumba.matching_pursuit_kfd as mp
 
     print(f"\n== criteria (above {mp.AUTO_CRITERIA_MAX_N} points 'auto' is the random selection) ==", flush=True)

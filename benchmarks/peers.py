@@ -84,15 +84,16 @@ from sklearn.svm import SVC
 from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for path in (ROOT, ROOT / "benchmarks"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from _common import BREIMAN_SETS, IDA_SETS, RIDGE_ALPHAS, load_splits  # noqa: E402
 
 import kfdnumba  # noqa: E402
 from kfdnumba._kernels import auto_sigma  # noqa: E402
-from kfdnumba.datasets import default_data_dir, load_ida  # noqa: E402
+from kfdnumba.datasets import default_data_dir  # noqa: E402
 
-IDA_SETS = ("banana", "breast_cancer", "german", "heart")
-BREIMAN_SETS = {"twonorm": 1, "ringnorm": 2}  # name -> seed prefix
 ALL_SETS = IDA_SETS + tuple(BREIMAN_SETS)
 QUICK_SETS = ("banana", "twonorm")
 
@@ -120,7 +121,6 @@ DEFAULT_SIZES = {
 SIGMA_MULTIPLES = (0.5, 1.0, 2.0, 4.0)
 SVC_C = [0.1, 1.0, 10.0, 100.0]
 KFD_GRID = {"mu": [1e-3, 1e-1, 10.0], "threshold": ["midpoint", "bayes"]}
-RIDGE_ALPHAS = np.logspace(-6, 3, 10)
 FOLDS = 3
 WITHIN = 1.0  # percentage points
 
@@ -128,60 +128,6 @@ WITHIN = 1.0  # percentage points
 OVERRIDES: dict[str, dict] = {}
 
 FAILURES = (ValueError, FloatingPointError, np.linalg.LinAlgError)
-
-
-# ----------------------------------------------------------------------------- data
-def breiman(name: str, realization: int, n_train: int = 400, n_test: int = 7000, d: int = 20):
-    """``(X, y, X_test, y_test)`` of one twonorm / ringnorm realisation (its own seed)."""
-    rng = np.random.default_rng([BREIMAN_SETS[name], realization])
-
-    def draw(n):
-        y = rng.permutation(np.repeat([-1, 1], [n - n // 2, n // 2]))
-        X = rng.standard_normal((n, d))
-        if name == "twonorm":
-            X += (2.0 / np.sqrt(d)) * y[:, None]
-        else:
-            X[y > 0] *= 2.0
-            X[y < 0] += 1.0 / np.sqrt(d)
-        return X, y
-
-    return (*draw(n_train), *draw(n_test))
-
-
-#: Realisation numbers of ``--pool-draws`` splits start here (the IDA files hold realisations 1-10).
-POOL_DRAW_BASE = 1001
-
-
-def pool_draw(data, realization: int) -> tuple:
-    """``(X, y, X_test, y_test)``: a uniform random split of an IDA set's point pool, its own seed.
-
-    The training set has the size of the original realisations' (unstratified, as
-    Rätsch's splits are); every other pool point is a test point.
-    """
-    rng = np.random.default_rng([IDA_SETS.index(data.name) + 1, realization])
-    order = rng.permutation(data.X.shape[0])
-    train, test = order[: data.train_idx.shape[1]], order[data.train_idx.shape[1] :]
-    y = data.y.astype(np.int64)
-    return data.X[train], y[train], data.X[test], y[test]
-
-
-def load_splits(name: str, data_dir, n_realizations: int, pool_draws: int = 0) -> list[tuple] | None:
-    """``[(r, X, y, X_test, y_test), ...]`` for the first realisations, or None if the set is absent.
-
-    ``pool_draws`` more: Breiman sets, the next realisations; IDA sets, random
-    splits of the point pool (:func:`pool_draw`, numbered from ``POOL_DRAW_BASE``).
-    """
-    if name in BREIMAN_SETS:
-        return [(r, *breiman(name, r)) for r in range(1, n_realizations + pool_draws + 1)]
-    present = data_dir is not None and (Path(data_dir) / f"{name}.npz").is_file()
-    if not present and name != "banana":
-        where = f"not found in {data_dir}" if data_dir is not None else "no data directory"
-        print(f"{name}: {where} (set KFDNUMBA_DATA or --data-dir): skipped", flush=True)
-        return None
-    data = load_ida(name, data_dir if present else None)
-    splits = [(int(r), *data.split(int(r))) for r in data.realizations[:n_realizations]]
-    draws = range(POOL_DRAW_BASE, POOL_DRAW_BASE + pool_draws)
-    return splits + [(r, *pool_draw(data, r)) for r in draws]
 
 
 # ----------------------------------------------------------------------------- peers

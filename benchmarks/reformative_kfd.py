@@ -11,7 +11,7 @@ Usage::
     python benchmarks/reformative_kfd.py scale --sizes 1000 2000 3000 5000 --methods reformative
 
 ``scale`` fits ReformativeKFD and MatchingPursuitKFD (their data-driven
-defaults, σ = 0.7, n_jobs default) on Banana-like data (``benchmarks/threads.py``
+defaults, σ = 0.7, n_jobs default) on Banana-like data (``benchmarks/_common.py``
 ``banana_like``: the Banana pool resampled with 0.05 jitter; test set 10 000
 fresh points), each with every candidate scored (``n_candidates=None``) and
 with κ = 59 sampled candidates (MPKFDA on its implicit deflated kernel);
@@ -58,6 +58,8 @@ ROOT = Path(__file__).resolve().parent.parent
 for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
+
+from _common import banana_like, evaluate, format_table  # noqa: E402
 
 from kfdnumba import ReformativeKFD, load_banana, load_ida  # noqa: E402
 from kfdnumba.datasets import default_data_dir  # noqa: E402
@@ -136,8 +138,6 @@ def speed(blocked: bool, repeats: int) -> dict:
 
 
 def accuracy(datasets, cap: bool, realizations: int, data_dir) -> list[dict]:
-    from ida import evaluate, format_table
-
     results = []
     for name in datasets:
         fixed = {"max_nodes": PAPER[name][2]} if cap else {"max_nodes": 200}
@@ -211,7 +211,6 @@ def scale(sizes, methods, exhaustive_max: int) -> list[dict]:
     from sklearn.kernel_approximation import Nystroem
     from sklearn.linear_model import RidgeClassifierCV
     from sklearn.pipeline import make_pipeline
-    from threads import banana_like
 
     Xt, yt = banana_like(10_000, seed=1)
     Xw, yw = banana_like(300, seed=2)

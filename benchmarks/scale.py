@@ -5,7 +5,7 @@
     python benchmarks/scale.py --sizes 100000 --methods SparseGreedyKFD SVC --timeout 300 --json out.json
     python benchmarks/scale.py --show out.json            # the table and verdicts of a saved run
 
-Data: Banana-like (``benchmarks/threads.py`` ``banana_like``: the packaged
+Data: Banana-like (``banana_like`` of ``benchmarks/_common.py``: the packaged
 Banana pool resampled with 0.05 Gaussian jitter), training set of ℓ points
 (seed 0), test set of 10 000 points (seed 1), σ = 0.7 everywhere
 (γ = 1/(2σ²) for the scikit-learn peers).
@@ -21,7 +21,7 @@ the same child process right after its fit, on the same data:
 (``thundersvm.SVC``, CPU; the ``thundersvm-cpu`` package) and EigenPro
 (scikit-learn-extra's ``EigenProClassifier(gamma=γ, random_state=0)``, its
 defaults otherwise: 2 epochs, 1 000 components; loaded with the shims of
-``benchmarks/eigenpro_peer.py``, which NumPy 2, SciPy ≥ 1.14 and scikit-learn ≥ 1.6 need)
+``load_eigenpro`` in ``benchmarks/_common.py``, which NumPy 2, SciPy ≥ 1.14 and scikit-learn ≥ 1.6 need)
 up to ℓ = 20 000 too, when installed (``pip install -e ".[bench]"``); a note
 says when one is not.
 
@@ -70,12 +70,9 @@ beside; memory: Δ MB, the fits' own peak above the child's base).
 from __future__ import annotations
 
 import argparse
-import ctypes
-import gc
 import importlib.util
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -88,9 +85,10 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
+from _common import RIDGE_ALPHAS, banana_like, emit, load_eigenpro, marked_rows, measure  # noqa: E402
+
 SIGMA = 0.7
 GAMMA = 0.5 / SIGMA**2
-RIDGE_ALPHAS = np.logspace(-6, 3, 10)
 SVC_C = 1.0
 SIZES = [2_000, 5_000, 10_000, 20_000, 100_000, 1_000_000]
 QUICK_SIZES = [2_000, 5_000]
@@ -99,46 +97,12 @@ OURS = [*SPARSE, "KFD"]
 PEERS = ["SVC", "ThunderSVM", "EigenPro"]
 #: Largest ℓ run per method (the issue's plan); absent: every ℓ (KFD and LqKFD refuse by themselves).
 MAX_SIZE = {"SVC": 20_000, "ThunderSVM": 20_000, "EigenPro": 20_000}
-REPEAT_MAX_SIZE = 100_000  # best of two fits up to here (a single 10⁵ fit varied 1.7× between runs), one above
-REPEAT_MAX_SECONDS = 60.0  # ... unless the first fit took longer than this
-REPEAT_MIN_TOTAL, REPEAT_MAX_FITS = 1.0, 10  # sub-second fits: more, until 1 s of fits (at most 10)
 N_TEST = 10_000
 N_WARMUP = 500
 BARS = {"ratio": 3.0, "error": 0.3}
-MARK = "CELL "  # prefix of the child's result lines
 
 
 # ----------------------------------------------------------------------------- child
-def _status_kb(key: str) -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(key + ":"):
-                return float(line.split()[1])
-    return float("nan")
-
-
-def _release_freed() -> None:
-    """Return freed heap pages to the OS (glibc ``malloc_trim``), so that RSS is what is live."""
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _peak_mb(reset_ok: bool) -> float:
-    if reset_ok:
-        return _status_kb("VmHWM") / 1024.0
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def build_ours(method: str):
@@ -170,8 +134,6 @@ def build_peer(method: str):
 
         return lambda: ThunderSVC(kernel="rbf", C=SVC_C, gamma=GAMMA)
     if method == "EigenPro":
-        from eigenpro_peer import load_eigenpro
-
         EigenProClassifier, note = load_eigenpro()
         if EigenProClassifier is None:
             raise ValueError(note)
@@ -179,78 +141,11 @@ def build_peer(method: str):
     raise ValueError(f"unknown method {method}")
 
 
-def retained_of(est) -> int:
-    if hasattr(est, "n_retained_"):
-        return int(est.n_retained_)
-    if hasattr(est, "support_"):
-        return int(np.asarray(est.support_).shape[0])
-    if hasattr(est, "n_sv"):  # thundersvm
-        return int(np.sum(est.n_sv))
-    if hasattr(est, "centers_"):  # EigenPro: every training point is a centre
-        return int(est.centers_.shape[0])
-    return int(est.steps[0][1].n_components)
-
-
-def measure(label: str, make, X, y, X_test, y_test) -> dict:
-    """Fit ``make()`` (best of two up to ``REPEAT_MAX_SIZE``): seconds, CPU seconds, error %, retained, peak MB."""
-    n = X.shape[0]
-    _release_freed()
-    base = _status_kb("VmRSS") / 1024.0
-    reset_ok = _reset_peak()
-    out = {"model": label, "n": n, "base_mb": base}
-    best, cpu, fits, total, est = np.inf, np.nan, 0, 0.0, None
-    repeat = n <= REPEAT_MAX_SIZE
-    try:
-        while fits == 0 or (repeat and (fits < 2 or (total < REPEAT_MIN_TOTAL and fits < REPEAT_MAX_FITS))):
-            est = None
-            est = make()
-            t, c = time.perf_counter(), time.process_time()
-            est.fit(X, y)
-            elapsed, used = time.perf_counter() - t, time.process_time() - c
-            fits, total = fits + 1, total + elapsed
-            if elapsed < best:
-                best, cpu = elapsed, used
-            if elapsed > REPEAT_MAX_SECONDS:
-                break
-            if fits == 1 and repeat and reset_ok:  # the peak of the repeated fits only: see the module docstring
-                out["first_fit_delta_mb"] = _peak_mb(True) - base
-                est = None
-                _release_freed()
-                base = out["base_mb"] = _status_kb("VmRSS") / 1024.0
-                _reset_peak()
-    except (ValueError, MemoryError) as exc:
-        words = " ".join(str(exc).split()[:8])
-        return {**out, "status": "refused", "message": f"{type(exc).__name__}: {words}", "peak_mb": _peak_mb(reset_ok)}
-    except Exception as exc:  # noqa: BLE001 - a benchmark records every failure and goes on
-        words = " ".join(str(exc).split()[:12])
-        return {**out, "status": "failed", "message": f"{type(exc).__name__}: {words}", "peak_mb": _peak_mb(reset_ok)}
-    peak = _peak_mb(reset_ok)
-    error = 100.0 * float(np.mean(est.predict(X_test) != y_test))
-    out.update(
-        status="ok",
-        fit_s=best,
-        cpu_s=cpu,
-        fits=fits,
-        error_pct=error,
-        retained=retained_of(est),
-        peak_mb=peak,
-        peak_reset=reset_ok,
-    )
-    del est
-    _release_freed()
-    return out
-
-
-def emit(row: dict) -> None:
-    print(MARK + json.dumps(row), flush=True)
-
-
 def run_cell(method: str, n: int, ridgecv_max: int) -> None:
     """The child: warm-up on 500 points, then the cell's model(s), one result line each."""
     import sklearn.kernel_approximation  # noqa: F401 - every child imports the same modules before measuring
     import sklearn.linear_model  # noqa: F401
     import sklearn.svm  # noqa: F401
-    from threads import banana_like
 
     import kfdnumba  # noqa: F401
 
@@ -290,7 +185,7 @@ def run_child(method: str, n: int, timeout: float, ridgecv_max: int) -> list[dic
         stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
         stderr = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
         status = "timeout"
-    rows = [json.loads(line[len(MARK) :]) for line in stdout.splitlines() if line.startswith(MARK)]
+    rows = marked_rows(stdout)
     for row in rows:
         row["method"] = method
     wall = time.perf_counter() - t
@@ -394,8 +289,6 @@ def optional_notes() -> list[str]:
     notes = []
     if importlib.util.find_spec("thundersvm") is None:
         notes.append("ThunderSVM: not importable (thundersvm not installed): skipped")
-    from eigenpro_peer import load_eigenpro
-
     notes.append(load_eigenpro()[1])
     return notes
 

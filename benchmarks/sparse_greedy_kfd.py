@@ -2,7 +2,7 @@
 
 Parts (``--parts``, default all):
 
-* ``ida``: the papers' protocol (benchmarks/ida.py ``evaluate``) on the IDA sets,
+* ``ida``: the papers' protocol (benchmarks/ida.py, ``_common.evaluate``) on the IDA sets,
   SparseGreedyKFD with at most 20 % of the training points as bases, next to KFD
   on the same splits.
 * ``usps``: 10-class USPS (7291 training digits, one-vs-rest with shared
@@ -34,8 +34,11 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for path in (ROOT, ROOT / "benchmarks"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from _common import evaluate  # noqa: E402
 
 from kfdnumba import KFD, SparseGreedyKFD  # noqa: E402
 from kfdnumba.datasets import default_data_dir, load_banana, load_ida  # noqa: E402
@@ -50,9 +53,6 @@ def warm_up():
 
 
 def part_ida(datasets, n_realizations):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from ida import evaluate
-
     rows = []
     for name in datasets:
         ds = load_ida(name)

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import sys
 import time
@@ -53,48 +52,17 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for path in (ROOT, ROOT / "benchmarks"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from _common import BusyProcess, banana_like, make_data  # noqa: E402
 
 import kfdnumba  # noqa: E402
 from kfdnumba import DDAClassifier  # noqa: E402
-from kfdnumba.datasets import load_banana  # noqa: E402
 
 #: Methods whose fit is O(ℓ²) memory / O(ℓ³) time (or n² per iteration for DDA): ℓ = 400 only.
 SMALL_ONLY = {"KFD", "LqKFD", "DDAClassifier"}
-
-
-def banana_like(n: int, seed: int = 0):
-    """``n`` points resampled from the packaged Banana pool with 0.05 Gaussian jitter."""
-    data = load_banana(None)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, data.X.shape[0], n)
-    return data.X[idx] + 0.05 * rng.standard_normal((n, data.X.shape[1])), data.y[idx]
-
-
-def _spin(stop):  # pragma: no cover - runs in the busy child
-    x = 0
-    while not stop.is_set():
-        for _ in range(10000):
-            x += 1
-
-
-class BusyProcess:
-    """One process spinning on a core until the block ends."""
-
-    def __enter__(self):
-        ctx = mp.get_context("spawn")
-        self.stop = ctx.Event()
-        self.proc = ctx.Process(target=_spin, args=(self.stop,), daemon=True)
-        self.proc.start()
-        time.sleep(0.5)
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.proc.join(timeout=10)
-        if self.proc.is_alive():
-            self.proc.kill()
 
 
 def estimators():
@@ -197,7 +165,7 @@ import json, sys, threading, time
 import numpy as np, numba
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(0, sys.argv[1] + "/benchmarks")
-from threads import BusyProcess, banana_like
+from _common import BusyProcess, banana_like
 import kfdnumba
 
 @numba.njit(parallel=True)
@@ -289,9 +257,6 @@ BUSY_START = 1.0
 
 def replan_section(repeat: int = 3) -> list[dict]:
     import threading
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from many_classes import make_data
 
     from kfdnumba import _threads
 

@@ -1,9 +1,9 @@
 """Sparse fits on dask arrays by ``selection_rows``: select on a subset of the rows, refit on every chunk.
 
-Imported only when a dask array reaches a :class:`kfdnumba._base.SparseKernelClassifier`
+Imported only when a dask array reaches a :class:`kfdnumba._subset.SparseKernelClassifier`
 whose ``selection_rows`` applies (more training points than it, and the
 leave-one-out model). The same fit as in memory
-(:meth:`kfdnumba._base.SparseKernelClassifier._fit_expansions`):
+(:meth:`kfdnumba._subset.SparseKernelClassifier._fit_expansions`):
 
 1. **The subset.** The client draws, for each class k, the ranks of the rows
    it takes among the class's rows in row order (``rng.choice(ℓ_k, take_k)``:
@@ -38,12 +38,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _base
+from . import _subset as subset_module
 from ._base import (
     NO_SEPARATION,
     KernelClassifier,
     KernelExpansion,
-    _path_press,
     calibration_rows_in,
     class_moments,
     cut_from_moments,
@@ -58,6 +57,7 @@ from ._loo import (
     row_blocks,
     solve_refit,
 )
+from ._subset import _path_press
 from ._threads import thread_policy
 
 __all__ = ["fit_on_subset", "finish_on_chunks"]
@@ -233,7 +233,7 @@ def fit_on_subset(estimator, X, y, size: int):
         sets = [np.unique(np.concatenate(local)) if union else local[g[0]] for g in groups]
         kinds, checks = ["selected"] * len(groups), [None] * len(groups)
         check = estimator.random_check and estimator._checks_random_points()
-        every_row = check and union and data.n <= _base.UNION_CHECK_EVERY_ROW * rows.shape[0]
+        every_row = check and union and data.n <= subset_module.UNION_CHECK_EVERY_ROW * rows.shape[0]
         priced = [None] * len(groups)
         progress = estimator._progress(2 * len(groups) * len(data.x_parts) * (2 if every_row else 1), "chunk passes")
         if every_row:  # as in memory: the union and as many random points both priced on every chunk
@@ -253,7 +253,7 @@ def fit_on_subset(estimator, X, y, size: int):
             lambdas = refit_lambdas(data.n, regulariser)
             for k, g in enumerate(groups):
                 drawn = np.sort(rng.choice(rows.shape[0], size=sets[k].shape[0], replace=False))
-                checks[k], _, wins = _base.check_against_random(
+                checks[k], _, wins = subset_module.check_against_random(
                     estimator, X_sub, targets[g], sets[k], drawn, [expansions[t] for t in g], union, penalty, lambdas
                 )
                 if wins:
@@ -323,7 +323,7 @@ def _expansion(estimator, t, expansion, rows, support, refit, cut, n) -> KernelE
 def finish_on_chunks(estimator, data: DaskTrainingSet, expansions: list, points: dict, rng) -> tuple[list, dict]:
     """``shared_support`` and ``random_check`` after a distributed greedy selection on every row.
 
-    As :meth:`kfdnumba._base.SparseKernelClassifier._fit_expansions` in memory with every row
+    As :meth:`kfdnumba._subset.SparseKernelClassifier._fit_expansions` in memory with every row
     selected on: one-vs-rest models with ``shared_support`` are refitted on every chunk on the
     union of the classes' points (:func:`_union_on_chunks`); otherwise each model goes through
     :func:`random_check_on_chunks` when ``random_check`` applies. ``points``: the rows of X the
@@ -342,12 +342,12 @@ def _union_against_random(estimator, data: DaskTrainingSet, mine, X_drawn, penal
     """``random_check`` of the union's refit on every chunk (``mine``) against as many random points ``X_drawn``.
 
     Both refitted on every chunk; returns (the two summed PRESS, the winner's refit, random wins), the
-    in-memory rule of :func:`kfdnumba._base.check_against_random` on the union.
+    in-memory rule of :func:`kfdnumba._subset.check_against_random` on the union.
     """
     n_models = mine[1].shape[0]
     theirs = _refit_on_chunks(data, X_drawn, n_models, penalty, regulariser, progress=progress)
     press = np.array([float(r[1].min(axis=1).sum()) for r in (mine, theirs)])
-    wins = _base.random_points_win(*press, estimator._log)
+    wins = subset_module.random_points_win(*press, estimator._log)
     return press, (theirs if wins else mine), wins
 
 
@@ -384,7 +384,7 @@ def _union_on_chunks(estimator, data: DaskTrainingSet, expansions: list, points:
 def random_check_on_chunks(estimator, data: DaskTrainingSet, expansions: list, rng) -> tuple[list, dict]:
     """``random_check`` after a distributed greedy selection (one model per class, on every row).
 
-    As :meth:`kfdnumba._base.SparseKernelClassifier._random_check` in memory: per model, as many
+    As :meth:`kfdnumba._subset.SparseKernelClassifier._random_check` in memory: per model, as many
     uniformly random rows are priced by the refit on every chunk (the model's λ grid) and replace its
     points when their leave-one-out error is lower by more than ``RANDOM_CHECK_RTOL``. Returns the
     models and the rows of X the new ones use (by training index).
@@ -398,7 +398,7 @@ def random_check_on_chunks(estimator, data: DaskTrainingSet, expansions: list, r
         X_drawn = data.take_rows(drawn)
         candidate = _refit_on_chunks(data, X_drawn, n_models, penalty, regulariser, e.info["loo_lambdas"])
         check = np.array([_path_press(e), float(candidate[1][t].min())])
-        if _base.random_points_win(*check, estimator._log):
+        if subset_module.random_points_win(*check, estimator._log):
             out[t] = _expansion(estimator, t, e, None, drawn, candidate, cut, data.n)
             out[t].info["landmarks"] = "random"
             points.update({int(i): row for i, row in zip(drawn, X_drawn)})

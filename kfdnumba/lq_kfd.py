@@ -110,7 +110,6 @@ from ._base import (
     Interval,
     KernelExpansion,
     Options,
-    SparseKernelClassifier,
     check_memory,
     choose_threshold,
     register,
@@ -119,6 +118,7 @@ from ._jit import jit
 from ._kernels import rbf_row
 from ._linalg import cholesky_lower, cholesky_solve_lower, cholesky_solve_upper, cholesky_upper, row_gram_lower
 from ._loo import LooPath, default_lambdas, loo_expansion
+from ._subset import SparseKernelClassifier
 from ._threads import ALTERNATING_BLAS_MIN_WORK, blas_section, worth_parallel
 
 __all__ = ["LqKFD"]
@@ -838,7 +838,7 @@ class LqKFD(SparseKernelClassifier):
         ρ path and the retained samples are computed on a stratified random
         subset of that many rows, and the ridge model on those samples (λ,
         cut, probabilities by leave-one-out) is then fitted on every row:
-        :class:`kfdnumba._base.SparseKernelClassifier`. None: every row (then
+        :class:`kfdnumba._subset.SparseKernelClassifier`. None: every row (then
         ``solver`` decides how K is handled above 1000 points).
     kernel, sigma, n_jobs, verbose, random_state
         See :class:`kfdnumba._base.KernelClassifier`. ``verbose`` prints the

@@ -114,11 +114,9 @@ from ._base import (
     Interval,
     KernelExpansion,
     Options,
-    SparseKernelClassifier,
     check_memory,
     choose_threshold,
     register,
-    thread_policy,
 )
 from ._jit import jit
 from ._kernels import row_class_means, row_class_scatter
@@ -134,6 +132,7 @@ from ._loo import (
     path_lambdas,
     stop_reason,
 )
+from ._subset import SparseKernelClassifier
 from ._threads import blas_section
 
 __all__ = ["MatchingPursuitKFD", "CRITERIA", "DEFLATIONS"]
@@ -661,71 +660,6 @@ class _MemoryBases:
         return True
 
 
-class _DaskBases:
-    """:func:`select_bases`' view of a training set on dask: one class's ``kfdnumba._dask.DaskColumns``.
-
-    A round is one round trip (:meth:`begin_round`) that carries the last accepted basis's leave-one-out
-    update to the chunks and brings back its PRESS with the rows of the round's κ candidates (criteria
-    that read K̃) or the statistics of the first pick ("random", whose order needs no data). Accepting a
-    basis needs ``[1ᵀk_j; K_Iᵀk_j; k_jᵀk_j]`` over all rows: for a pick whose statistics did not come
-    with the round, one more round trip (κ = 1). The dependence check ``k(x_I, x_j)`` is made here.
-    ``loo_refuses``: a column the path refuses is rejected (``n_bases="auto"``); else, as in memory where
-    the path is fed after the selection, it is kept and only the path skips it.
-    """
-
-    distributed = True
-
-    def __init__(self, columns, path, kernel, loo_refuses: bool, reads_points: bool):
-        self.columns, self.path, self.kernel = columns, path, kernel
-        self.n = columns.n
-        self.loo_refuses = loo_refuses
-        self.reads_points = reads_points
-        self.points = {}  # index -> row of X seen this round
-        self.block = None  # the statistics of the last pick fetched
-        self.path_slots = []  # stored columns the leave-one-out path holds, in order
-
-    def begin_round(self, cand: np.ndarray, first: int | None):
-        """Make the round trip of a round: None when the last basis's PRESS stops the path (the round is undone)."""
-        self.points, self.block = {}, None
-        if self.reads_points:
-            rows = self.columns.rows(cand, may_stop=True)
-            if rows is not None:
-                self.points = dict(zip(cand.tolist(), rows))
-            return rows
-        block = self.columns.candidates(np.array([first]), True, may_stop=True)
-        if block is None:
-            return None
-        self.block = block
-        self.points[first] = block.points[0]
-        return cand
-
-    def _statistics(self, j: int):
-        if self.block is None or int(self.block.cand[0]) != j:
-            self.block = self.columns.candidates(np.array([j]), True, may_stop=False)
-            self.points[j] = self.block.points[0]
-        return self.block
-
-    def kernel_entries(self, j: int, m: int):
-        x = (self.points[j] if j in self.points else self._statistics(j).points[0])[None, :]
-        bases = np.array(self.columns.stored_points).reshape(-1, x.shape[1])  # the accepted points, in order
-        return np.ascontiguousarray(self.kernel.block(bases, x)[:, 0]), float(self.kernel.block(x, x)[0, 0])
-
-    def accept(self, j: int, m: int) -> bool:
-        block = self._statistics(j)
-        appended = False
-        if self.path is not None:
-            slots = np.array(self.path_slots, dtype=np.int64)
-            cross = np.concatenate((block.products[:1, 0], block.products[self.columns.n_fixed + slots, 0]))
-            kdiag = float(self.kernel.diag(block.points[:1])[0])
-            appended = self.columns.loo_append(self.path, block, 0, j, cross, slots, kdiag)
-            if not appended and self.loo_refuses:
-                return False
-        slot, _ = self.columns.store(block, 0)  # a dask store never renumbers
-        if appended:
-            self.path_slots.append(slot)
-        return True
-
-
 def select_bases(
     engine,
     kernel,
@@ -984,7 +918,7 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         Above this many training points (auto: 5000) the bases and their
         number are chosen on a stratified random subset of that many rows, and
         the leave-one-out ridge model on them (μ, cut, probabilities) is then
-        fitted on every row: :class:`kfdnumba._base.SparseKernelClassifier`.
+        fitted on every row: :class:`kfdnumba._subset.SparseKernelClassifier`.
         None: every row (the paper's algorithm, with the implicit deflated
         kernel above 1200 points). Not used on dask arrays.
     kernel, sigma, n_jobs, verbose, random_state
@@ -1172,8 +1106,8 @@ class MatchingPursuitKFD(SparseKernelClassifier):
 
         On dask, X is the ``kfdnumba._dask.DaskTrainingSet`` and y the index of the positive class.
         """
-        if getattr(X, "distributed", False):
-            return self._fit_criterion_dask(X, y, rng, criterion)
+        if getattr(X, "distributed", False):  # a training set on dask (kfdnumba._dask_fit) runs its own selection
+            return X.fit_criterion(self, y, rng, criterion)
         n = X.shape[0]
         engine = self._make_engine(X, y, rng, criterion, K)
         path = None
@@ -1265,83 +1199,3 @@ class MatchingPursuitKFD(SparseKernelClassifier):
             f"criterion={self.criterion!r} with these options and {n} points: {what}; pass n_candidates=59 and "
             f"deflated_kernel='implicit' (the defaults above {AUTO_EXHAUSTIVE_MAX_N} points) or compute X"
         )
-
-    def _fit_dask(self, X, y):
-        """Fit on a row-chunked dask array X (labels y as a dask or NumPy array): :mod:`kfdnumba._dask`."""
-        from ._dask import DaskTrainingSet, SupportRows
-
-        self._validate_params()
-        for n in (None, "data"):
-            if n == "data":
-                data = DaskTrainingSet.from_arrays(X, y, self.kernel, self.sigma, self._min_samples_per_class)
-                n = data.n
-            why = self._dask_refusal(n)
-            if why is not None:
-                raise ValueError(f"MatchingPursuitKFD on dask arrays does not support {why}.")
-        self.n_features_in_ = data.n_features
-        self.classes_ = data.classes
-        self.kernel_ = data.kernel
-        rng = self._rng()
-        with thread_policy(self.n_jobs):
-            if data.classes.shape[0] == 2:
-                expansions = [self._fit_binary(data, 1, rng)]
-            else:
-                expansions = []
-                for c in range(data.classes.shape[0]):
-                    self._log_class(c, data.classes.shape[0])
-                    expansions.append(self._fit_binary(data, c, rng))
-                self._log_class_end()
-            points = dict(data.points)
-            if self._refit_spec() is not None:  # shared_support, random_check: as in memory
-                from ._dask_subset import finish_on_chunks
-
-                expansions, drawn = finish_on_chunks(self, data, expansions, points, rng)
-                points.update(drawn)
-            self._store_expansions(SupportRows(points), [None] * len(expansions), expansions)
-        return self
-
-    def _fit_criterion_dask(self, data, c: int, rng, criterion: str) -> KernelExpansion:
-        """One selection of class c against the rest on dask, always with its leave-one-out path."""
-        n = data.n
-        cap = self._basis_cap(n)
-        auto_size = self.n_bases == "auto"
-        columns = data.columns(c, max_bases=cap, n_candidates=1, loo_stops=auto_size, max_memory_gb=self.max_memory_gb)
-        try:
-            engine = None
-            if criterion != "random":  # K̃ = Φ A Φᵀ from one pass over the chunks (Φ never stored)
-                landmarks = data.take_rows(self._landmarks(n, rng))
-                cols, T = nystroem_map(self.kernel_.block(landmarks, landmarks))
-                landmarks = landmarks[cols]  # the pivots: Φ = k(X, landmarks) T
-                G, sums, scale = data.nystroem_moments(landmarks, T)
-                n_pos = float(data.counts[c])
-                delta = sums[c] / n_pos - (sums.sum(axis=0) - sums[c]) / (n - n_pos)  # Φᵀd = μ₊ - μ₋
-                engine = _ClientDeflatedKernel(G, delta, scale, self.kernel_, landmarks, T)
-            path = columns.new_path(0, path_lambdas(n, self.mu), cap, "kernel", self.patience)
-            source = _DaskBases(columns, path, self.kernel_, loo_refuses=auto_size, reads_points=engine is not None)
-            sel = select_bases(
-                engine,
-                self.kernel_,
-                None,
-                criterion,
-                self.deflation,
-                cap,
-                self.stage,
-                self._candidates(n),
-                rng,
-                log=self._log if self.verbose else None,
-                path=path if auto_size else None,
-                progress=self._progress(cap, "bases"),
-                source=source,
-            )
-            columns.finish()
-            if sel.bases.shape[0] == 0:
-                raise ValueError("MatchingPursuitKFD could not choose any basis (degenerate kernel matrix).")
-            size = path.best[0] if auto_size else path.m
-            chosen = sel.bases[:size]
-            final_lam = path.lambdas[int(np.argmin(path.press[size]))] if not auto_size else path.lambdas[path.best[1]]
-            info = self._loo_info(sel, chosen, criterion, final_lam)
-            expansion = columns.loo_expansion(path, 0, chosen, np.arange(size), not auto_size, self.threshold, info)
-            expansion.info["alpha"] = expansion.coef
-            return expansion
-        finally:
-            columns.close()

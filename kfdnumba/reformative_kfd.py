@@ -113,7 +113,6 @@ from ._base import (
     KernelExpansion,
     MemoryBudget,
     Options,
-    SparseKernelClassifier,
     auto_fresh_candidates,
     charge,
     check_memory,
@@ -138,6 +137,7 @@ from ._loo import (
     scoring_index,
     stop_reason,
 )
+from ._subset import SparseKernelClassifier
 from ._threads import TaskThreads
 
 __all__ = ["ReformativeKFD"]
@@ -857,7 +857,7 @@ class ReformativeKFD(SparseKernelClassifier):
         Above this many training points (auto: 5000) the nodes and their
         number are chosen on a stratified random subset of that many rows, and
         the leave-one-out ridge model on them (μ, cut, probabilities) is then
-        fitted on every row: :class:`kfdnumba._base.SparseKernelClassifier`.
+        fitted on every row: :class:`kfdnumba._subset.SparseKernelClassifier`.
         None: every row (the paper).
     kernel, sigma, n_jobs, verbose, random_state
         See :class:`kfdnumba._base.KernelClassifier` (``sigma="auto"`` is the

@@ -100,12 +100,10 @@ from ._base import (
     KernelExpansion,
     MemoryBudget,
     Options,
-    SparseKernelClassifier,
     auto_fresh_candidates,
     charge,
     draw_candidates,
     register,
-    thread_policy,
 )
 from ._jit import jit
 from ._linalg import cholesky_append, cholesky_solve, forward_substitution
@@ -121,6 +119,7 @@ from ._loo import (
     scoring_index,
     stop_reason,
 )
+from ._subset import SparseKernelClassifier
 from ._threads import TaskThreads
 
 __all__ = ["SparseGreedyKFD"]
@@ -586,7 +585,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
         Above this many training points (auto: 5000) the bases and their
         number are chosen on a stratified random subset of that many rows, and
         the leave-one-out ridge model on them (C, cut, probabilities) is then
-        fitted on every row: :class:`kfdnumba._base.SparseKernelClassifier`.
+        fitted on every row: :class:`kfdnumba._subset.SparseKernelClassifier`.
         None: every row (the paper). Not used on dask arrays.
     kernel, sigma, n_jobs, verbose, random_state
         See :class:`kfdnumba._base.KernelClassifier`.
@@ -666,45 +665,6 @@ class SparseGreedyKFD(SparseKernelClassifier):
 
     def _fit_one_vs_rest(self, X, targets, rng):
         return self._fit_greedy(X, targets, rng)
-
-    def _fit_dask(self, X, y):
-        """Fit on a row-chunked dask array X (labels y as a dask or NumPy array): :mod:`kfdnumba._dask`."""
-        from ._dask import DaskColumns
-
-        self._validate_params()
-        if self.selection == "infeasibility" or self.threshold == "optimized":
-            raise ValueError(
-                "SparseGreedyKFD on dask arrays supports selection='objective' and threshold 'auto' or 'qp' "
-                "(the infeasibility rule and the optimized cut need every training output on the client)."
-            )
-        source = DaskColumns.from_arrays(
-            X,
-            y,
-            self.kernel,
-            self.sigma,
-            self._min_samples_per_class,
-            max_bases=self.max_bases,
-            n_candidates=self.n_candidates,
-            loo_stops=self.stop == "loo",
-            max_memory_gb=self.max_memory_gb,
-        )
-        try:
-            self.n_features_in_ = source.n_features
-            self.classes_ = source.classes
-            self.kernel_ = source.kernel
-            with thread_policy(self.n_jobs):
-                rng = self._rng()
-                expansions = self._greedy(source, rng)
-                points = source.support_points()
-                if self._refit_spec() is not None:  # shared_support, random_check: as in memory
-                    from ._dask_subset import finish_on_chunks
-
-                    expansions, drawn = finish_on_chunks(self, source.data, expansions, points.points, rng)
-                    points.points.update(drawn)
-                self._store_expansions(points, [None] * source.n_models, expansions)
-        finally:
-            source.close()
-        return self
 
     def _fit_greedy(self, X: np.ndarray, targets: np.ndarray, rng: np.random.Generator) -> list[KernelExpansion]:
         """All classes at once on X in memory, testing the same candidates at each step."""

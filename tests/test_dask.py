@@ -648,13 +648,13 @@ def test_below_selection_rows_a_method_without_a_distributed_greedy_fit_says_so(
 
 @pytest.mark.parametrize("selection_rows", [None, 120], ids=["distributed-greedy", "subset"])
 def test_random_check_on_dask_equals_the_in_memory_fit(client, selection_rows, monkeypatch):
-    import kfdnumba._base as base
+    import kfdnumba._subset as subset_module
 
     X, y = _one_class_first(*two_blobs(300, seed=8), n_first=50)
     chunks = (50, 120, 31, 99)
     params = {"sigma": 1.0, "random_state": 4, "selection_rows": selection_rows}
     for rtol, landmarks in ((1.0, "selected"), (-1e9, "random")):  # random points never / always win
-        monkeypatch.setattr(base, "RANDOM_CHECK_RTOL", rtol)
+        monkeypatch.setattr(subset_module, "RANDOM_CHECK_RTOL", rtol)
         eager = SparseGreedyKFD(**params).fit(X, y)
         lazy = SparseGreedyKFD(**params).fit(da.from_array(X, chunks=(chunks, 2)), da.from_array(y, chunks=chunks))
         assert eager.landmarks_ == lazy.landmarks_ == landmarks
@@ -683,9 +683,9 @@ def test_dask_fit_without_skill_warns_as_the_in_memory_fit(client, params):
 @pytest.mark.parametrize("rtol, landmarks", [(1.0, "selected"), (-1e9, "random")])  # random points never / always win
 def test_subset_fit_three_classes_priced_on_every_chunk_equals_the_in_memory_fit(client, rtol, landmarks, monkeypatch):
     """At most UNION_CHECK_EVERY_ROW × selection_rows rows: the union and the random points priced on every row."""
-    import kfdnumba._base as base
+    import kfdnumba._subset as subset_module
 
-    monkeypatch.setattr(base, "RANDOM_CHECK_RTOL", rtol)
+    monkeypatch.setattr(subset_module, "RANDOM_CHECK_RTOL", rtol)
     X, y = _one_class_first(*three_class_blobs(240, seed=6), n_first=40)
     params = {"sigma": 1.0, "random_state": 2, "selection_rows": 150}
     eager = SparseGreedyKFD(**params).fit(X, y)

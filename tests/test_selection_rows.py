@@ -191,7 +191,7 @@ def test_one_vs_rest_models_share_the_union_of_their_points(cls):
 
 @pytest.mark.parametrize("cls", SPARSE, ids=lambda c: c.__name__)
 def test_random_check_keeps_the_selection_unless_random_points_price_better(cls, monkeypatch):
-    import kfdnumba._base as base
+    import kfdnumba._subset as subset_module
 
     X, y = arcs(300, seed=11)
     params = {"sigma": 0.6, "random_state": 5}
@@ -201,12 +201,12 @@ def test_random_check_keeps_the_selection_unless_random_points_price_better(cls,
     checked = cls(**params).fit(X, y)
     chosen, random = checked.random_check_press_
     assert checked.landmarks_ == ("random" if random < 0.99 * chosen else "selected")
-    monkeypatch.setattr(base, "RANDOM_CHECK_RTOL", 1.0)  # random points never win
+    monkeypatch.setattr(subset_module, "RANDOM_CHECK_RTOL", 1.0)  # random points never win
     kept = cls(**params).fit(X, y)
     assert kept.landmarks_ == "selected"
     np.testing.assert_array_equal(kept.support_, plain.support_)
     np.testing.assert_allclose(kept.decision_function(X), plain.decision_function(X), atol=1e-12)
-    monkeypatch.setattr(base, "RANDOM_CHECK_RTOL", -1e9)  # random points always win
+    monkeypatch.setattr(subset_module, "RANDOM_CHECK_RTOL", -1e9)  # random points always win
     forced = cls(**params).fit(X, y)
     assert forced.landmarks_ == "random"
     m = plain.n_retained_
@@ -263,9 +263,9 @@ def test_random_check_on_a_subset_prices_the_selection_by_its_path_and_the_rando
 @pytest.mark.parametrize("rtol, landmarks", [(1.0, "selected"), (-1e9, "random")])  # random points never / always win
 def test_union_check_at_most_twice_the_selection_rows_prices_both_sets_on_every_row(rtol, landmarks, monkeypatch):
     """ℓ ≤ UNION_CHECK_EVERY_ROW × selection_rows: two refits on every row (the winner's is the model), not three."""
-    import kfdnumba._base as base
+    import kfdnumba._subset as subset_module
 
-    monkeypatch.setattr(base, "RANDOM_CHECK_RTOL", rtol)
+    monkeypatch.setattr(subset_module, "RANDOM_CHECK_RTOL", rtol)
     calls = []
     plain = loo_module.refit_on_rows
 
@@ -274,7 +274,7 @@ def test_union_check_at_most_twice_the_selection_rows_prices_both_sets_on_every_
         calls.append((X.shape[0], np.asarray(points).copy(), out))
         return out
 
-    monkeypatch.setattr(loo_module, "refit_on_rows", recording)
+    monkeypatch.setattr(subset_module, "refit_on_rows", recording)
     X, y = three_class_blobs(240, seed=6)
     model = SparseGreedyKFD(sigma=1.0, random_state=2, selection_rows=150).fit(X, y)
     assert model.landmarks_ == [landmarks] * 3
