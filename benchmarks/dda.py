@@ -74,7 +74,7 @@ def accuracy(sets, params, data_dir, seed=0):
             err_dda += int(np.sum(model.predict(Xte) != y[te]))
             comps.append(model.n_components_)
             floors.append(model.floor_)
-            steps.append(model.n_iter_)
+            steps.append(model.n_steps_)
         row = {
             "set": name,
             "n": int(X.shape[0]),
@@ -259,7 +259,7 @@ def table(sets, variants, peers, data_dir, seed=0, repeat=3):
                 errors[name] += int(np.sum(y[tr][nn] != y[te]))
                 if isinstance(model, DDA):
                     extra.setdefault(name + " k", []).append(model.n_components_)
-                    extra.setdefault(name + " steps", []).append(model.n_iter_)
+                    extra.setdefault(name + " steps", []).append(model.n_steps_)
         row = {}
         for name in names:
             if name in failed:

@@ -81,7 +81,8 @@ computed once, rows r and n-1-r on the same thread) and two BLAS products
 form the Laplacian products (``L A = diag(W 1) A - W A``); above, one row
 kernel recomputes each pair from both ends with O(n) memory per row (Numba,
 ``prange`` over rows).
-Small problems (``n² (m + 2k)`` up to ``_FUSED_MAX_WORK`` = 10⁶, e.g. Iris) run a whole IM
+Small problems (``n² (m + 2k) + m³`` up to ``_FUSED_MAX_WORK`` = 10⁶, e.g. Iris, and
+the whole run at most ``_FUSED_MAX_RUN_WORK``) run a whole IM
 run, validation errors included, in one Numba call (``_im_run``, the same steps as the Python
 loop ``DDA._im_loop``, equal up to round-off): there the Python / NumPy overhead of a step
 (some 40 calls on 4 × 4 matrices) cost more than its pair sums (an Iris fit: 12.8 -> 6-7 ms).
@@ -92,6 +93,16 @@ between-class pairs stay global), so it costs the same per step. Small kernels r
 thread and LAPACK on one thread during the fit (the package's thread policy,
 ``kfdnumba._threads``): on a busy 2-core machine a 60 × 60 ``eigh`` next
 to spinning Numba threads took 100 ms instead of 2 ms.
+
+Size limit. Time, not memory, bounds DDA: memory is O(n (m + k)) above 3000 points
+(two n × n matrices, at most 144 MB, below), but every step visits all n(n-1)/2 pairs:
+0.5-0.9 s per step at 3001 points and 2 features on a busy 2-core machine (a default fit
+6-22 s), 6 s at 10 000 points; 10⁶ points would take about a day per step. The fit refuses
+(ValueError, before any O(n²) work) training sets with more pairs than ``max_pairs``
+(5·10⁷: 10 000 points), saying what to use instead. At ``verbose=1`` a fit longer than 2 s
+reports its rate and ETA (``kfdnumba._base.Progress``) in pairs of points visited: each IM
+run adds its cap, ``(steps + 1) n(n-1)/2``, to the total when it is planned and takes back
+what it did not use when it stops (tol, patience), so the ETA is an upper bound.
 """
 
 from __future__ import annotations
@@ -112,6 +123,7 @@ from ._base import (
     check_array,
     check_feature_names,
     check_labels,
+    is_dask_array,
     lazy_on_dask,
 )
 from ._jit import jit
@@ -539,6 +551,10 @@ def _sphere_minimizer_kernel(Q, R, radius, fallback):
 #: products, the parallel pair kernel) is as fast or faster (n = 375, m = 4: 1.4 ms per
 #: majorization against 1.8 ms in one Numba call).
 _FUSED_MAX_WORK = 1e6
+#: ... and up to this much work per run (``(steps + 1)`` times a step's, the ``m³`` of its
+#: eigendecomposition included; about a second): one Numba call reports nothing while it runs, so
+#: longer runs (a huge ``max_iter`` with ``tol=0``) take the Python loop, whose progress is per step.
+_FUSED_MAX_RUN_WORK = 1e8
 #: Why :func:`_im_run` stopped (``stop_reason_`` in :meth:`DDA._fit_im`); negative: it failed.
 _STOP_REASONS = {0: "tol", 1: "max_iter", 2: "criterion_rose", 3: "cv_patience"}
 _CRITERION_NON_FINITE = -1
@@ -682,6 +698,45 @@ def _im_run(
 
 
 # ----------------------------------------------------------------------- the estimators
+def _pairs(n: int) -> int:
+    """Unordered pairs of n points, ``n(n-1)/2``: what one IM step visits."""
+    return n * (n - 1) // 2
+
+
+def _points_for_pairs(pairs: float) -> int:
+    """Most points whose pairs ``n(n-1)/2`` stay within ``pairs``."""
+    n = int((1.0 + math.sqrt(1.0 + 8.0 * pairs)) / 2.0)
+    while _pairs(n) > pairs:
+        n -= 1
+    return n
+
+
+class _PairProgress:
+    """Rate and ETA of a DDA fit (:class:`kfdnumba._base.Progress`), in pairs of points visited.
+
+    A step costs O(pairs) (inner-CV runs see fewer points than the final fit, so
+    counting steps would misjudge the ETA). :meth:`plan` adds a run's cap,
+    ``(steps + 1) n(n-1)/2``, before the fit's runs start; :meth:`visited` counts
+    majorizations as they are done, and :meth:`release` takes back what a run that
+    stopped early did not use: the ETA is to the caps left, an upper bound.
+    """
+
+    def __init__(self, progress):
+        self.progress = progress
+        self.progress.total = 0
+        self.done = 0
+
+    def plan(self, n: int, steps: int) -> None:
+        self.progress.total += (steps + 1) * _pairs(n)
+
+    def release(self, n: int, steps: int) -> None:
+        self.progress.total -= steps * _pairs(n)
+
+    def visited(self, n: int, majorizations: int = 1) -> None:
+        self.done += majorizations * _pairs(n)
+        self.progress.update(self.done)
+
+
 def _class_weights(
     encoded: np.ndarray, n_classes: int, class_terms: str, n_neighbours: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -784,6 +839,12 @@ class DDA(BaseEstimator):
         in relaxed SMACOF). Safeguarded: when it would raise F, the plain IM
         step is taken, so F still never rises. 1: the plain IM step. On Balance
         it halves the steps to the 1-NN optimum (benchmarks/dda_findings.md).
+    max_pairs : float or None, default 5e7
+        Refuse (ValueError, before any O(n²) work) training sets with more
+        pairs of points ``n(n-1)/2`` than this: 5e7 is 10 000 points. Every IM
+        step visits every pair (time O(n² (m + 2k)) per step, about 6 s at
+        10 000 points and 2 features on a busy 2-core machine) and a fit runs
+        up to ``(cv × floors + 1)(max_iter + 1)`` steps. None: no limit.
     n_jobs, verbose, random_state
         See :class:`kfdnumba._base.BaseEstimator` (random_state drives the inner folds).
 
@@ -797,6 +858,11 @@ class DDA(BaseEstimator):
     criterion_history_ : ndarray
         F at the start and after every step (never increasing).
     n_iter_ : int
+        IM steps run during the fit, at least 1: the inner cross-validation's
+        runs and the final run, a step rejected for a rise of F included.
+    n_steps_ : int
+        IM steps of the returned map (``criterion_history_`` has
+        ``n_steps_ + 1`` entries); 0 when the inner CV chose the Euclidean start.
     floor_ : float
         The floor strength s used; ``epsilon_``, ``huber_c_``, ``length_``,
         ``offset_`` the absolute ε, c, r and δ.
@@ -809,7 +875,7 @@ class DDA(BaseEstimator):
         (the inner CV chose fewer steps) or "criterion_rose" (round-off; the
         previous T is kept).
     cv_steps_ : int or None
-        The number of steps the inner CV chose (``n_iter_`` can be smaller
+        The number of steps the inner CV chose (``n_steps_`` can be smaller
         when ``tol`` stops the final fit first). The inner CV measures the
         1-NN error with the map the fit returns (after the rank truncation).
     n_relaxed_ : int
@@ -832,6 +898,7 @@ class DDA(BaseEstimator):
     neighbour_update: str = "start"
     relaxation: float = 1.9
     cv_patience: int | None = 10
+    max_pairs: float | None = 5e7
 
     _parameter_constraints: ClassVar[dict] = {
         "n_components": [Options((None,)), Interval("int", 1, None)],
@@ -848,6 +915,7 @@ class DDA(BaseEstimator):
         "neighbour_update": [Options(("start", "step"))],
         "relaxation": [Interval("real", 1, 2, "both")],
         "cv_patience": [Options((None,)), Interval("int", 1, None)],
+        "max_pairs": [Options((None,)), Interval("real", 0, None, "neither")],
     }
 
     def _check_params(self) -> None:
@@ -891,11 +959,36 @@ class DDA(BaseEstimator):
                 "StandardScaler)" + ("." if self.length == "auto" else " or choose another length.")
             )
 
+    def _check_size(self, n: int) -> None:
+        """ValueError when the training set has more pairs than ``max_pairs`` (every IM step visits them all)."""
+        if self.max_pairs is None or _pairs(n) <= self.max_pairs:
+            return
+        most = _points_for_pairs(self.max_pairs)
+        inner = self.early_stopping or self.floor == "auto"
+        runs = (self.cv * (len(self.floor_grid) if self.floor == "auto" else 1) + 1) if inner else 1
+        raise ValueError(
+            f"{type(self).__name__} with {n} training points: every IM step visits all {_pairs(n):.3g} pairs of "
+            f"points (time O(n²) per step, up to {runs * self.max_iter} steps in this fit), above "
+            f"max_pairs={self.max_pairs:g} ({most} points). Fit it on a stratified random subset of at most {most} "
+            f"points (e.g. scikit-learn's train_test_split(X, y, train_size={most}, stratify=y)), or use a method "
+            "whose cost grows linearly with the number of points: scikit-learn's LinearDiscriminantAnalysis for a "
+            "linear map, SparseGreedyKFD or MatchingPursuitKFD for a classifier (both also fit dask arrays). "
+            "Raise max_pairs (or set it to None) to fit anyway: the time grows with the square of the points."
+        )
+
     def _fit(self, X, y):
+        if is_dask_array(X) or is_dask_array(y):
+            lazy = "transform and predict return" if hasattr(self, "predict") else "transform returns"
+            raise TypeError(
+                f"{type(self).__name__} cannot fit on a dask array: DDA fits in memory (every IM step visits every "
+                "pair of training points). Compute the data first (X.compute()) if it fits in memory. Once it is "
+                f"fitted, {lazy} a lazy dask array on dask input."
+            )
         self._validate_params()
         check_feature_names(self, X, reset=True)
         X = check_array(X)
         classes, encoded = check_labels(y, X.shape[0], 2)
+        self._check_size(X.shape[0])
         self._check_spread(X)
         if self.n_components is not None and self.n_components > X.shape[1]:
             raise ValueError(f"n_components={self.n_components} is larger than the number of features ({X.shape[1]}).")
@@ -903,36 +996,44 @@ class DDA(BaseEstimator):
         self.n_features_in_ = X.shape[1]
         rng = self._rng()
         grid = [float(s) for s in self.floor_grid] if self.floor == "auto" else [float(self.floor)]
+        progress = _PairProgress(self._progress(0, "pairs"))
+        progress.plan(X.shape[0], self.max_iter)  # the final run (the inner CV may choose fewer steps)
         with thread_policy(self.n_jobs):
+            inner_steps = 0
             if len(grid) > 1 or self.early_stopping:
-                strength, n_steps, self.cv_errors_ = self._select(X, encoded, grid, rng)
+                strength, n_steps, self.cv_errors_, inner_steps = self._select(X, encoded, grid, rng, progress)
+                progress.release(X.shape[0], self.max_iter - n_steps)
             else:
                 strength, n_steps, self.cv_errors_ = grid[0], self.max_iter, None
-            result = self._fit_im(X, encoded, classes.shape[0], strength, n_steps, rng)
+            result = self._fit_im(X, encoded, classes.shape[0], strength, n_steps, rng, progress=progress)
         self.cv_steps_ = n_steps if self.cv_errors_ is not None else None
         self.floor_ = strength
         for key, value in result.items():
             setattr(self, key, value)
+        self.n_iter_ = inner_steps + result["n_iter_"]  # every step run: the inner CV's and the final run's
         self._store_training_set(X, encoded)
         return self
 
     def _store_training_set(self, X: np.ndarray, encoded: np.ndarray) -> None:
         """Keep what ``predict`` needs of the validated training set (nothing for the transformer)."""
 
-    def _select(self, X, encoded, grid, rng):
+    def _select(self, X, encoded, grid, rng, progress=None):
         """Inner cross-validation of the 1-NN error over the floor grid and the number of steps.
 
         One IM run per (fold, floor) gives the error after every step (0 = the
         start), so choosing the number of steps costs nothing extra. Returns
-        (floor, steps, {floor: error per step}). Ties go to the largest floor
-        and, for it, the fewest steps.
+        (floor, steps, {floor: error per step}, IM steps run). Ties go to the
+        largest floor and, for it, the fewest steps. Without a fold whose
+        training part has every class it holds twice, no CV: the middle floor,
+        ``max_iter`` steps.
         """
         n_folds = int(min(self.cv, np.bincount(encoded).min()))
+        fallback = "; using the middle floor, all steps"
         if n_folds < 2:
-            self._log("inner CV impossible (a class has 1 sample per fold); using the middle floor, all steps")
-            return grid[len(grid) // 2], self.max_iter, None
+            self._log("inner CV impossible (a class has 1 sample per fold)" + fallback)
+            return grid[len(grid) // 2], self.max_iter, None, 0
         folds = _stratified_folds(encoded, n_folds, rng)
-        runs = [[] for _ in grid]  # each fold's errors after every step it ran, per floor
+        inner = []  # (training rows, their class codes, number of classes, validation set) of each usable fold
         for f in range(n_folds):
             train, test = folds != f, folds == f
             present, sub_encoded = np.unique(encoded[train], return_inverse=True)
@@ -942,11 +1043,21 @@ class DDA(BaseEstimator):
             lookup = np.full(encoded.max() + 1, -1, dtype=np.intp)
             lookup[present] = np.arange(present.shape[0])
             validation = (np.ascontiguousarray(X[test]), lookup[encoded[test]])
+            inner.append((train, sub_encoded.astype(np.intp), present.shape[0], validation))
+        if not inner:  # e.g. a class of 2 points: each fold's training part has 1 of them
+            self._log("inner CV impossible (no fold leaves 2 training points of every class)" + fallback)
+            return grid[len(grid) // 2], self.max_iter, None, 0
+        if progress is not None:
+            for train, *_ in inner:
+                for _ in grid:
+                    progress.plan(int(train.sum()), self.max_iter)
+        runs = [[] for _ in grid]  # each fold's errors after every step it ran, per floor
+        steps_run = 0
+        for train, sub_encoded, n_classes, validation in inner:
             for g, s in enumerate(grid):
-                res = self._fit_im(
-                    X[train], sub_encoded.astype(np.intp), present.shape[0], s, self.max_iter, rng, validation
-                )
+                res = self._fit_im(X[train], sub_encoded, n_classes, s, self.max_iter, rng, validation, progress)
                 runs[g].append(res["validation_errors"])
+                steps_run += res["n_iter_"]
         # up to the longest run (not max_iter + 1 columns: max_iter=10**9 would allocate gigabytes for runs that
         # stop by tol after a few steps); a run that stopped earlier keeps its last error
         width = max((r.shape[0] for floor in runs for r in floor), default=1)
@@ -965,9 +1076,9 @@ class DDA(BaseEstimator):
         steps = int(cols[rows == g].min()) if self.early_stopping else self.max_iter
         table = {s: errors[i] for i, s in enumerate(grid)}
         self._log(f"inner {n_folds}-fold CV: best 1-NN error {best:.4f} at floor {grid[g]:g}, {steps} steps")
-        return grid[g], steps, table
+        return grid[g], steps, table, steps_run
 
-    def _fit_im(self, X, encoded, n_classes, strength, n_steps, rng, validation=None) -> dict:
+    def _fit_im(self, X, encoded, n_classes, strength, n_steps, rng, validation=None, progress=None) -> dict:
         """Run iterative majorization for one floor strength, at most ``n_steps`` steps.
 
         With ``validation = (X_val, codes_val)`` also return the 1-NN error count
@@ -976,6 +1087,9 @@ class DDA(BaseEstimator):
         below ``rank_tol``). ``stop_reason_`` says why the loop ended: "tol",
         "max_iter", "early_stopping" (``n_steps`` < ``max_iter`` steps, as the
         inner CV chose, were run) or "criterion_rose" (round-off: the last T kept).
+        ``n_steps_`` counts the steps kept, ``n_iter_`` the steps run (a rejected
+        one included). ``progress`` (a :class:`_PairProgress` that planned this
+        run) hears of every majorization and gets back the steps not run.
         """
         n, m = X.shape
         k = m if self.n_components is None else int(self.n_components)
@@ -1018,20 +1132,28 @@ class DDA(BaseEstimator):
         offset = _BETWEEN_OFFSET * (between_med if between_med > 0 else scale)
 
         terms = (labels, alpha, beta, c, eps, offset, neighbours)
+        step_work = float(n) * n * (m + 2 * k) + float(m) ** 3
         fused = (
             n <= _SYMMETRIC_MAX_N
-            and float(n) * n * (m + 2 * k) <= _FUSED_MAX_WORK
+            and step_work <= _FUSED_MAX_WORK
+            and (n_steps + 1.0) * step_work <= _FUSED_MAX_RUN_WORK
             and not (n_nbrs > 0 and self.neighbour_update == "step")
         )
         run = self._im_loop_fused if fused else self._im_loop
-        T_best, history, val_errors, stop_reason, n_relaxed = run(Z, T, terms, radius, n_steps, encoded, validation)
+        T_best, history, val_errors, stop_reason, n_relaxed = run(
+            Z, T, terms, radius, n_steps, encoded, validation, progress
+        )
+        steps_run = len(history) - 1 + (stop_reason == "criterion_rose")
+        if progress is not None:  # the majorizations this run did not need
+            progress.release(n, n_steps - steps_run)
         T_out, S, n_comp = self._output_map(T_best)
         result = {
             "T_": T_out,
             "singular_values_": S,
             "n_components_": n_comp,
             "criterion_history_": np.asarray(history),
-            "n_iter_": len(history) - 1,
+            "n_steps_": len(history) - 1,
+            "n_iter_": steps_run,
             "epsilon_": eps,
             "huber_c_": c,
             "length_": radius,
@@ -1043,7 +1165,7 @@ class DDA(BaseEstimator):
             result["validation_errors"] = np.asarray(val_errors, dtype=np.float64)
         return result
 
-    def _im_loop(self, Z, T, terms, radius, n_steps, encoded, validation):
+    def _im_loop(self, Z, T, terms, radius, n_steps, encoded, validation, progress=None):
         """Run the IM loop step by step in Python (large problems, ``neighbour_update="step"``).
 
         Returns (T kept, F history, validation errors after every step, stop reason, relaxed steps).
@@ -1076,6 +1198,8 @@ class DDA(BaseEstimator):
 
         for it in range(n_steps + 1):
             Y, neighbours, value = evaluate(T, neighbours)
+            if progress is not None:
+                progress.visited(n)
             if history and value > history[-1] and plain_step is not None:
                 # the relaxed step raised F: take the plain IM step instead (F ≤ its support point's)
                 T = plain_step
@@ -1127,7 +1251,7 @@ class DDA(BaseEstimator):
             T = T_next
         return T_best, history, val_errors, stop_reason, n_relaxed
 
-    def _im_loop_fused(self, Z, T, terms, radius, n_steps, encoded, validation):
+    def _im_loop_fused(self, Z, T, terms, radius, n_steps, encoded, validation, progress=None):
         """Run the IM loop of :meth:`_im_loop` as one Numba call (:func:`_im_run`; small problems)."""
         labels, alpha, beta, c, eps, offset, neighbours = terms
         if neighbours is None:
@@ -1155,6 +1279,8 @@ class DDA(BaseEstimator):
         if code == _STEP_NON_FINITE:
             raise FloatingPointError("DDA produced a non-finite T; the data may be degenerate.")
         stop_reason = _STOP_REASONS[code]
+        if progress is not None:  # the majorizations of the run, a rejected step's included
+            progress.visited(Z.shape[0], history.shape[0] + (stop_reason == "criterion_rose"))
         if stop_reason == "max_iter" and n_steps < self.max_iter:
             stop_reason = "early_stopping"
         if self.verbose:
@@ -1284,14 +1410,21 @@ class DDAClassifier(ClassifierMixin, DDA):
     """
 
     _private_fitted: ClassVar[tuple] = ("_train_codes",)
+    #: What a lazy ``transform`` / ``predict`` of dask input ships to the workers (1-NN needs the training set).
+    _prediction_attributes: ClassVar[tuple] = DDA._prediction_attributes + ("embedding_", "_train_codes", "classes_")
 
     def _store_training_set(self, X: np.ndarray, encoded: np.ndarray) -> None:
         """Store the transformed training set and its class codes for 1-NN."""
         self.embedding_ = np.ascontiguousarray(X @ self.T_)
         self._train_codes = encoded
 
+    def _label_shape(self):
+        """(columns, dtype) of :meth:`predict`'s output (None: 1-D)."""
+        return None, self.classes_.dtype
+
+    @lazy_on_dask("_label_shape")
     def predict(self, X) -> np.ndarray:
-        """Label of the nearest training point in the transformed space."""
+        """Label of the nearest training point in the transformed space; lazy on a dask array."""
         Y = np.ascontiguousarray(self._transform_array(X))
         with thread_policy(self.n_jobs, blas=False):  # 1-NN only: no BLAS call inside
             nn = _nearest_neighbour.run(float(Y.shape[0]) * self.embedding_.shape[0] * Y.shape[1], Y, self.embedding_)
