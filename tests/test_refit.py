@@ -102,7 +102,9 @@ def test_kernel_penalty_refit_of_identical_points_is_finite_and_equals_the_disti
     assert a.lam == b.lam and np.isfinite(b.coef).all()
     assert_close_scaled(b.train_output, a.train_output, rtol=1e-6)
     # the function is the same: the coefficients of a point's two copies add up to the one coefficient
-    np.testing.assert_allclose(b.coef[: distinct.shape[0]] + b.coef[distinct.shape[0] :], a.coef, atol=1e-6 * np.abs(a.coef).max())
+    np.testing.assert_allclose(
+        b.coef[: distinct.shape[0]] + b.coef[distinct.shape[0] :], a.coef, atol=1e-6 * np.abs(a.coef).max()
+    )
     assert doubled.shape[0] == 2 * distinct.shape[0]
 
 
