@@ -87,7 +87,7 @@ run, validation errors included, in one Numba call (``_im_run``, the same steps 
 loop ``DDA._im_loop``, equal up to round-off): there the Python / NumPy overhead of a step
 (some 40 calls on 4 × 4 matrices) cost more than its pair sums (an Iris fit: 12.8 -> 6-7 ms).
 ``early_stopping`` multiplies the fit by about ``cv + 1`` (4 runs by
-default), ``floor="auto"`` by ``cv × len(floor_grid) + 1`` (16). The
+default), ``floor="auto"`` by ``cv × len(FLOOR_GRID) + 1`` (16). The
 ``within_neighbours`` option restricts the within-class pairs only (the
 between-class pairs stay global), so it costs the same per step. Small kernels run on one
 thread and LAPACK on one thread during the fit (the package's thread policy,
@@ -557,6 +557,11 @@ _FUSED_MAX_WORK = 1e6
 _FUSED_MAX_RUN_WORK = 1e8
 #: Why :func:`_im_run` stopped (``stop_reason_`` in :meth:`DDA._fit_im`); negative: it failed.
 _STOP_REASONS = {0: "tol", 1: "max_iter", 2: "criterion_rose", 3: "cv_patience"}
+#: ``floor="auto"``: the floor strengths the inner cross-validation tries.
+FLOOR_GRID = (0.1, 0.3, 1.0, 3.0, 10.0)
+#: An inner-CV run stops once its validation 1-NN error has not improved for this many steps (None: every run
+#: goes to ``max_iter``; the final fit is not affected).
+CV_PATIENCE = 10
 _CRITERION_NON_FINITE = -1
 _STEP_NON_FINITE = -2
 
@@ -796,11 +801,9 @@ class DDA(BaseEstimator):
     floor : float or "auto", default 0.3
         Strength s of the collapse floor ``ε = s Ψ(median within-class distance
         at the start)``. 0 is the paper's bare criterion (it collapses).
-        "auto": chosen in ``floor_grid`` by ``cv``-fold cross-validated 1-NN
+        "auto": chosen in ``FLOOR_GRID`` by ``cv``-fold cross-validated 1-NN
         error (see ``early_stopping``); 5 × more inner runs than a fixed floor
         for no gain on the UCI table (benchmarks/dda_findings.md).
-    floor_grid : tuple of float, default (0.1, 0.3, 1.0, 3.0, 10.0)
-        Candidates for ``floor="auto"``.
     cv : int, default 3
         Folds of the inner cross-validation (``floor="auto"`` or ``early_stopping``).
     class_terms : {"all", "paper"}, default "all"
@@ -829,11 +832,6 @@ class DDA(BaseEstimator):
         recomputed at every support point. Both are majorized the same way and F
         never rises: the k nearest neighbours minimise the within sum, so F with
         the neighbours of T is at most F with those of T̄.
-    cv_patience : int or None, default 10
-        An inner-CV run (``early_stopping`` / ``floor="auto"``) stops once its
-        validation 1-NN error has not improved for this many steps (its later
-        steps count with its last error); None runs every inner run to
-        ``max_iter``. The final fit is not affected.
     relaxation : float in [1, 2], default 1.9
         Over-relaxed IM step ``T̄ + ω (T_IM - T̄)``, rescaled to the sphere (as
         in relaxed SMACOF). Safeguarded: when it would raise F, the plain IM
@@ -887,7 +885,6 @@ class DDA(BaseEstimator):
     huber_c: float | str | None = "auto"
     length: float | str = "auto"
     floor: float | str = 0.3
-    floor_grid: tuple = (0.1, 0.3, 1.0, 3.0, 10.0)
     cv: int = 3
     class_terms: str = "all"
     rank_tol: float = 0.05
@@ -897,7 +894,6 @@ class DDA(BaseEstimator):
     within_neighbours: int | None = None
     neighbour_update: str = "start"
     relaxation: float = 1.9
-    cv_patience: int | None = 10
     max_pairs: float | None = 5e7
 
     _parameter_constraints: ClassVar[dict] = {
@@ -914,17 +910,8 @@ class DDA(BaseEstimator):
         "within_neighbours": [Options((None,)), Interval("int", 1, None)],
         "neighbour_update": [Options(("start", "step"))],
         "relaxation": [Interval("real", 1, 2, "both")],
-        "cv_patience": [Options((None,)), Interval("int", 1, None)],
         "max_pairs": [Options((None,)), Interval("real", 0, None, "neither")],
     }
-
-    def _check_params(self) -> None:
-        grid = self.floor_grid
-        if isinstance(grid, (str, bytes)) or not hasattr(grid, "__len__") or len(grid) == 0:
-            raise ValueError(f"floor_grid must be a non-empty sequence of non-negative floats; got {grid!r}.")
-        for value in grid:
-            if not Interval("real", 0, None, "left").accepts(value):
-                raise ValueError(f"floor_grid must hold non-negative finite floats; got {value!r}.")
 
     def __sklearn_tags__(self):
         from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
@@ -965,7 +952,7 @@ class DDA(BaseEstimator):
             return
         most = _points_for_pairs(self.max_pairs)
         inner = self.early_stopping or self.floor == "auto"
-        runs = (self.cv * (len(self.floor_grid) if self.floor == "auto" else 1) + 1) if inner else 1
+        runs = (self.cv * (len(FLOOR_GRID) if self.floor == "auto" else 1) + 1) if inner else 1
         raise ValueError(
             f"{type(self).__name__} with {n} training points: every IM step visits all {_pairs(n):.3g} pairs of "
             f"points (time O(n²) per step, up to {runs * self.max_iter} steps in this fit), above "
@@ -995,7 +982,7 @@ class DDA(BaseEstimator):
         self.classes_ = classes
         self.n_features_in_ = X.shape[1]
         rng = self._rng()
-        grid = [float(s) for s in self.floor_grid] if self.floor == "auto" else [float(self.floor)]
+        grid = [float(s) for s in FLOOR_GRID] if self.floor == "auto" else [float(self.floor)]
         progress = _PairProgress(self._progress(0, "pairs"))
         progress.plan(X.shape[0], self.max_iter)  # the final run (the inner CV may choose fewer steps)
         with thread_policy(self.n_jobs):
@@ -1223,8 +1210,8 @@ class DDA(BaseEstimator):
                 )
                 val_errors.append(int(np.sum(encoded[nn] != validation[1])))
                 if (
-                    self.cv_patience is not None
-                    and len(val_errors) - 1 - int(np.argmin(val_errors)) >= self.cv_patience
+                    CV_PATIENCE is not None
+                    and len(val_errors) - 1 - int(np.argmin(val_errors)) >= CV_PATIENCE
                 ):
                     stop_reason = "cv_patience"  # an inner-CV run whose validation error stopped improving
                     break
@@ -1272,7 +1259,7 @@ class DDA(BaseEstimator):
             encoded,
             self.n_components is None,
             float(self.rank_tol),
-            0 if self.cv_patience is None else int(self.cv_patience),
+            0 if CV_PATIENCE is None else int(CV_PATIENCE),
         )
         if code == _CRITERION_NON_FINITE:
             raise FloatingPointError("DDA criterion became non-finite; the data may be degenerate.")

@@ -52,8 +52,8 @@ all candidates is small): here it is the largest violation among the κ
 last ``window`` steps. Relative, because the violations scale with K and the
 targets; sampled, because scoring every candidate costs O(ℓ²) per step.
 
-Kept candidates (``fresh_candidates``, beyond the paper): a step draws only
-``fresh_candidates`` new indices (auto: 15 of κ = 59 above 1 000 points, in turn by position; an
+Kept candidates (beyond the paper): above ``AUTO_FRESH_MIN_N`` points a step draws only
+``AUTO_FRESH_CANDIDATES`` new indices (15 of κ = 59, in turn by position; an
 accepted or refused candidate is replaced at once), the others are the last
 step's. Their kernel columns stay in the block and their products with the
 rows both steps multiplied are reused; only the rows added since (the
@@ -507,6 +507,333 @@ class MemoryColumns:
 _NO_ROWS = np.zeros((0, 1))
 
 
+class _GreedyRun:
+    """The state of one greedy fit (every class at once) and the named steps of its loop.
+
+    ``factors[c, :m+1, :m+1]`` is the Cholesky factor of class c's eq. (4) matrix H, ``w_pos[c]`` ``L⁻¹A₊`` and
+    ``pos_const[c]`` ``A₊ = [ℓ₊; K_mᵀ1₊]``, allocated for ``INITIAL_FACTOR_SIZE`` bases and doubled as bases
+    come; ``q[c] = Σ_{i≥1} w_i²`` gives the optimum of (5). ``usable[c]`` is class c's candidate pool (not
+    chosen, not refused); ``slots[c]`` the stored columns of its bases in the source.
+    """
+
+    def __init__(self, est: SparseGreedyKFD, source):
+        self.est, self.source = est, source
+        n, n_models = source.n, source.n_models
+        self.n, self.n_models = n, n_models
+        self.kernel = est.kernel_
+        self.kernel_reg = est.regularizer == "kernel"
+        # the scoring's regulariser per class (C="auto": it follows each class's leave-one-out path)
+        self.C = np.full(n_models, AUTO_SELECTION_C_RELATIVE * n if est.C == "auto" else float(est.C))
+        self.max_bases = max_bases = min(est.max_bases, n)
+        # the leave-one-out path of each class (kfdnumba._loo): size, regulariser and cut from the data
+        self.lambdas = path_lambdas(n, est.C)
+        self.paths = None
+        if est._uses_loo():
+            penalty = "kernel" if self.kernel_reg else "l2"
+            self.paths = [source.new_path(c, self.lambdas, max_bases, penalty, est.patience) for c in range(n_models)]
+        self.follow = est._follows_path()
+        self.scored_with = np.full(n_models, -1)  # the λ index of each class's path its scoring factor holds
+        self.selection_C = [[] for _ in range(n_models)]
+        n_pos = source.n_pos
+        self.h = n_pos * (n - n_pos) / n  # ℓ₊ℓ₋/ℓ per class
+        size = min(max_bases, INITIAL_FACTOR_SIZE) + 1
+        self.budget = getattr(source, "budget", None)  # in memory: charged as the factors grow
+        charge(self.budget, 8.0 * n_models * (size * size + 2 * size), "the classes' factors")
+        self.factors = np.zeros((n_models, size, size))
+        self.factors[:, 0, 0] = np.sqrt(n)
+        self.w_pos = np.zeros((n_models, size))
+        self.w_pos[:, 0] = n_pos / np.sqrt(n)
+        self.pos_const = np.zeros((n_models, size))
+        self.pos_const[:, 0] = n_pos
+        self.q = np.zeros(n_models)
+        self.n_bases = np.zeros(n_models, dtype=np.int64)
+        self.support = np.zeros((n_models, max_bases), dtype=np.int64)
+        self.slots = np.zeros((n_models, max_bases), dtype=np.int64)
+        self.usable = np.ones((n_models, n), dtype=bool)
+        self.active = np.ones(n_models, dtype=bool)
+        self.objective = [[] for _ in range(n_models)]
+        self.improvement = [[] for _ in range(n_models)]
+        self.infeasibility = [[] for _ in range(n_models)]
+        self.scale = np.zeros(n_models)  # first infeasibility (its stopping rule is relative)
+        self.first_rejects = [[] for _ in range(n_models)]
+        self.slot_of = _Slots(min(n, n_models * max_bases))  # training index -> slot of its stored column
+        self.n_fixed = 1 + n_models
+        self.n_columns = 0
+        self.step = 0
+        self.progress = est._progress(max_bases, "bases")
+        self.partition = not source.distributed and n_models > 1  # MemoryColumns.keep_live when a model stops
+        self.was_active = self.active.copy()
+        self.fresh = est._fresh_candidates(n)
+        self.last_cand = None
+        self.cand = None
+        self._draw_state = None
+
+    # ------------------------------------------------------------------ the steps of the loop
+    def keep_live_columns(self) -> None:
+        """When a class stopped: keep only the stored columns the active classes use among the GEMM's rows."""
+        if self.partition and not np.array_equal(self.active, self.was_active):
+            active = np.flatnonzero(self.active)
+            used = np.unique(np.concatenate([self.slots[c, : self.n_bases[c]] for c in active]))
+            _renumber_slots(self.source.keep_live(used), self.slots, self.n_bases, self.slot_of)
+            self.was_active = self.active.copy()
+
+    def make_room(self) -> None:
+        """Grow the factors when an active class has no room for one more basis (doubling)."""
+        if int(self.n_bases[self.active].max()) + 2 > self.factors.shape[1]:
+            size, grown = self.factors.shape[1], grown_size(self.factors.shape[1], self.max_bases + 1)
+            growth = 8.0 * self.n_models * (grown * grown + 2 * grown - size * size - 2 * size)
+            charge(self.budget, growth, "the classes' factors")
+            self.factors, self.w_pos, self.pos_const = grown_factors(
+                self.factors, [self.w_pos, self.pos_const], self.max_bases + 1
+            )
+
+    def draw(self, rng) -> np.ndarray | None:
+        """Draw the step's κ candidates from the active classes' pool (None: the pool is empty)."""
+        usable, active = self.usable, self.active
+        pool = np.flatnonzero(usable[0] if self.n_models == 1 else usable[active].any(axis=0))
+        if pool.size == 0:
+            return None
+        self._draw_state = rng.bit_generator.state if self.source.distributed else None
+        keepable = usable[active].all(axis=0) if self.fresh is not None and self.n_models > 1 else None
+        self.cand = draw_candidates(pool, self.last_cand, self.est.n_candidates, self.fresh, self.step, rng, keepable)
+        return self.cand
+
+    def undo_draw(self, rng) -> None:
+        """Dask: a class's path stopped with the last step's PRESS; stop it and take the draw back."""
+        for c in range(self.n_models):
+            if self.paths[c].done:
+                self.active[c] = False
+        rng.bit_generator.state = self._draw_state
+        self.step -= 1
+
+    def count_columns(self) -> None:
+        """Count the step's drawn candidates, whose kernel columns were computed: the next draw keeps from them."""
+        self.last_cand = self.cand
+        self.n_columns += self.cand.size
+
+    def follow_paths(self) -> None:
+        """``C="auto"``: score with the C the class's leave-one-out path prefers now (one standard error rule)."""
+        if not self.follow:  # on dask the last step's PRESS came with this block: the same state as in memory
+            return
+        for c in np.flatnonzero(self.active & (self.n_bases > 0)):
+            a = scoring_index(self.paths[c])
+            if a != self.scored_with[c]:
+                self.est._score_with(
+                    self.paths[c], a, c, int(self.n_bases[c]), self.n, self.factors, self.w_pos, self.q
+                )
+                self.C[c], self.scored_with[c] = self.lambdas[a], a
+
+    def score(self, block: CandidateBlock):
+        """Every (class, candidate) pair's gain in q (eq. 6's increase) and Schur complement; refuse the dependent."""
+        cand, products = block.cand, block.products
+        stored_gram = products[self.n_fixed :] if products.shape[0] > self.n_fixed else np.zeros((1, cand.size))
+        kdiag = self.kernel.diag(block.points)  # k(x_j, x_j)
+        # k_jᵀk_j + C P_jj per class
+        self._block = (products[0], products[1 : self.n_fixed], stored_gram, kdiag)
+        self._new_diag = block.sq_norms + self.C[:, None] * (kdiag if self.kernel_reg else 1.0)
+        candidate_ok = self.usable[:, cand] & self.active[:, None]
+        gains = np.empty((self.n_models, cand.size))
+        schur = np.empty((self.n_models, cand.size))
+        _score_candidates.run(
+            cand.size * float(np.sum((self.n_bases[self.active] + 2) ** 2)),  # a triangular solve per pair
+            self.factors,
+            self.n_bases,
+            self.slots,
+            stored_gram,
+            block.support_rows,
+            products[0],
+            self._new_diag,
+            products[1 : self.n_fixed],
+            self.w_pos,
+            self.C,
+            self.kernel_reg,
+            candidate_ok,
+            SCHUR_RELATIVE_FLOOR,
+            gains,
+            schur,
+        )
+        refused = candidate_ok & (gains < 0)  # never offer again what is (numerically) in a class's span
+        for c in np.flatnonzero(refused.any(axis=1)):
+            self.usable[c, cand[refused[c]]] = False
+        return gains, candidate_ok
+
+    def pick(self, block: CandidateBlock, gains, candidate_ok):
+        """Each active class's best candidate, accepted into its factor: (pending appends, infeasibilities or None)."""
+        est, cand = self.est, block.cand
+        col_sum, pos_sum, stored_gram, _ = self._block
+        violation = None
+        if est.selection == "infeasibility" and (self.n_bases[self.active] > 0).any():
+            violation = est._dual_infeasibility(
+                self.source, block, self.factors, self.pos_const, self.n_bases, self.support, self.slots, self.C, self.q
+            )
+        pending = []  # (class, candidate, size, index, gain, cross) accepted by the factor
+        for c in np.flatnonzero(self.active):
+            j = self._best_candidate(c, cand, gains, candidate_ok, violation)
+            if j is None:
+                continue
+            m = int(self.n_bases[c])
+            gain = _accept_candidate(
+                self.factors,
+                self.w_pos,
+                self.pos_const,
+                c,
+                j,
+                m,
+                self.slots,
+                stored_gram,
+                block.support_rows,
+                col_sum,
+                self._new_diag[c],
+                pos_sum,
+                self.C[c],
+                self.kernel_reg,
+                SCHUR_RELATIVE_FLOOR,
+            )
+            if gain < 0:  # cannot happen after a successful score, but never accept a bad pivot
+                self.usable[c, cand[j]] = False
+                continue
+            cross = None
+            if self.paths is not None:
+                cross = np.concatenate(([col_sum[j]], stored_gram[self.slots[c, :m], j] if m else []))
+            pending.append((c, j, m, int(cand[j]), gain, cross))
+        return pending, violation
+
+    def _best_candidate(self, c: int, cand, gains, candidate_ok, violation) -> int | None:
+        """Class c's pick among the candidates (the largest gain, or infeasibility), None if none is valid."""
+        valid = gains[c] >= 0
+        if self.n_bases[c] == 0:
+            valid &= gains[c] > 1e-12 * self.h[c]  # the first basis must separate the class means
+            weak = candidate_ok[c] & ~valid  # not drawn again for the first basis only
+            self.first_rejects[c].extend(cand[weak].tolist())
+            self.usable[c, cand[weak]] = False
+        if not valid.any():
+            if not self.usable[c].any():
+                self.active[c] = False
+            return None
+        if violation is not None and self.n_bases[c] > 0:
+            j = int(np.argmax(np.where(valid, violation[c], -np.inf)))
+            self.infeasibility[c].append(float(violation[c, j]))
+            if self.scale[c] == 0.0:
+                self.scale[c] = max(violation[c, j], np.finfo(float).tiny)
+            return j
+        return int(np.argmax(np.where(valid, gains[c], -np.inf)))
+
+    def append_to_paths(self, pending, block: CandidateBlock, tasks: TaskThreads) -> list[bool]:
+        """Append each accepted column to its class's leave-one-out path (on the call's threads in memory).
+
+        The classes' appends are independent (each its own path and columns). The factor row each accept wrote
+        is overwritten if its column is refused.
+        """
+        if self.paths is None:
+            return [True] * len(pending)
+        kdiag = self._block[3]
+
+        def append(item):
+            c, j, m, index, _, cross = item
+            return self.source.loo_append(self.paths[c], block, j, index, cross, self.slots[c, :m], kdiag[j])
+
+        if self.source.distributed:  # the chunked paths gather the step's updates for one round trip
+            return [append(item) for item in pending]
+        work = 2.0 * self.n * self.lambdas.shape[0] * sum(item[2] + 1 for item in pending)
+        return tasks.map(append, pending, work)
+
+    def record(self, pending, appended, block: CandidateBlock) -> list[int]:
+        """Store the accepted columns and record each class's new basis, C and objective; the classes accepted."""
+        source, slot_of, accepted = self.source, self.slot_of, []
+        for (c, j, m, index, gain, _), ok in zip(pending, appended):
+            if not ok:
+                self.usable[c, index] = False  # dependent for some λ of the grid
+                continue
+            if slot_of.get(index) < 0:
+                slot, renumber = source.store(block, j)
+                _renumber_slots(renumber, self.slots, self.n_bases, slot_of)  # the columns stored before this one
+                slot_of.add(index, slot)
+            elif not source.distributed:  # another class's column: back among the GEMM's rows if need be
+                _renumber_slots(source.revive(slot_of.get(index)), self.slots, self.n_bases, slot_of)
+            self.support[c, m] = index
+            if m == 0 and self.first_rejects[c]:
+                self.usable[c, self.first_rejects[c]] = True
+                self.first_rejects[c] = []
+            self.slots[c, m] = slot_of.get(index)
+            self.n_bases[c] = m + 1
+            self.usable[c, index] = False
+            self.selection_C[c].append(float(self.C[c]))
+            old = self.objective[c][-1] if self.objective[c] else np.inf
+            self.q[c] += gain
+            J = 2.0 * self.h[c] * self.h[c] / self.q[c] - 2.0 * self.h[c]  # optimum of (5) = dual (7)
+            self.objective[c].append(J)
+            if np.isfinite(old):
+                self.improvement[c].append((old - J) / old if old > 0 else 0.0)
+            accepted.append(c)
+        return accepted
+
+    def check_stops(self, accepted: list[int], violation) -> None:
+        """Stop the classes that reached ``max_bases``, their leave-one-out stop, or the paper's ``tol``."""
+        est = self.est
+        for c in accepted:
+            if self.n_bases[c] >= self.max_bases:
+                self.active[c] = False
+            elif est.stop == "loo":
+                if self.paths[c].done:
+                    self.active[c] = False
+                    est._log(f"{'' if self.n_models == 1 else f'model {c}: '}stop: {stop_reason(self.paths[c])}")
+            elif est.tol > 0:
+                if violation is not None and self.infeasibility[c]:
+                    if _stop_now([v / self.scale[c] for v in self.infeasibility[c]], est.window, est.tol):
+                        self.active[c] = False
+                elif est.selection == "objective" and _stop_now(self.improvement[c], est.window, est.tol):
+                    self.active[c] = False
+
+    def report(self) -> None:
+        """Progress (rate and ETA at verbose=1) and a line every 50 steps."""
+        self.progress.update(int(self.n_bases.max()))
+        if self.est.verbose and (self.step % 50 == 0 or not self.active.any()):
+            latest = ", ".join(f"{o[-1]:.6g}" for o in self.objective)
+            self.est._log(f"step {self.step}: bases per class {self.n_bases.tolist()}, objective [{latest}]")
+
+    # ------------------------------------------------------------------ the models
+    def solutions(self) -> list[KernelExpansion]:
+        """Each class's model (the leave-one-out choice, or the paper's eqs. 8-9), or a ValueError if one is empty."""
+        est = self.est
+        if (self.n_bases == 0).any():
+            large = est._large_regulariser(self.n)  # C dwarfs every column's squared norm: no gain registers
+            raise ValueError(
+                "SparseGreedyKFD found no kernel column that separates the class means "
+                + (
+                    f"at all: {large}; try a smaller C, or C='auto'."
+                    if large is not None
+                    else f"({est._scale_suspects()}); try another sigma."
+                    if self.kernel.name == "rbf"
+                    else "(linear kernel)."
+                )
+            )
+        out = []
+        for c in range(self.n_models):
+            info = {
+                "n_kernel_columns": self.n_columns,
+                "objective_path": np.asarray(self.objective[c]),
+                "infeasibility_path": np.asarray(self.infeasibility[c]),
+                "selection_C_path": np.asarray(self.selection_C[c]),
+            }
+            path = None if self.paths is None else self.paths[c]
+            out.append(
+                est._solution(
+                    self.source,
+                    c,
+                    self.factors,
+                    self.pos_const,
+                    self.n_bases,
+                    self.support,
+                    self.slots,
+                    self.C,
+                    info,
+                    self.q,
+                    path,
+                )
+            )
+        return out
+
+
 # --------------------------------------------------------------------- estimator
 @register("SparseGreedyKFD")
 @dataclass(kw_only=True, eq=False)
@@ -519,27 +846,15 @@ class SparseGreedyKFD(SparseKernelClassifier):
         Regularisation constant of problem (3). "auto": the final C is the one
         of the grid ``ℓ · 10⁻⁸ … 10⁰`` with the lowest leave-one-out error at
         the chosen size (``kfdnumba._loo``), and the candidates are scored with
-        C = 0.01 ℓ for the first basis, then as ``selection_C`` says
-        (``selection_C_path_``).
+        C = 0.01 ℓ for the first basis, then (with ``stop="loo"`` and
+        ``selection="objective"``) with the largest C of that grid whose
+        leave-one-out error on the bases so far is within one standard error
+        of the lowest, which follows the data (``selection_C_path_``).
     regularizer : {"l2", "kernel"}, default "l2"
         ``P(α) = ||α||²`` or ``αᵀK_IIα``.
     n_candidates : int, default 59
         κ, random candidates scored per step (Lemma 2: 59 gives, with
         probability 0.95, one of the best 5 %).
-    fresh_candidates : int, None or "auto", default "auto"
-        New candidates drawn per step; the other κ - fresh are the last step's
-        (in turn by position, each kept at most ⌈κ / fresh⌉ steps; accepted and
-        refused ones are replaced at once) and reuse their kernel columns and
-        products (module docstring). "auto": 15 above 1 000 training points,
-        else None. None: κ new candidates every step (the paper).
-    selection_C : {"path", "fixed"}, default "path"
-        With ``C="auto"``, ``stop="loo"`` and ``selection="objective"``, the C
-        the candidates are scored with from the second basis on: "path", the
-        largest C of the leave-one-out grid whose leave-one-out error on the
-        bases so far is within one standard error of the lowest (it follows
-        the data: USPS odd against even digits 3.52 → 2.93 % test error, the
-        selection then beats as many random points); "fixed": 0.01 ℓ
-        throughout (the rule up to the tenth session).
     max_bases : int, default 500
         Largest expansion per class (clipped to the training set size): a
         safety cap, the size is chosen by ``stop``.
@@ -552,7 +867,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
         Steps without a better leave-one-out error before ``stop="loo"`` stops.
         "auto": 10, or up to a quarter of the steps so far while the best
         leave-one-out error still falls by 0.05 % per basis over them (a
-        plateau on a steep curve is noise: USPS odd-against-even digits).
+        plateau on a steep curve is noise).
     tol : float, default 1e-3
         Stop when the mean relative improvement of the objective over the last
         ``window`` steps is below ``tol`` (0 disables the rule). With
@@ -575,9 +890,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
         as they are allocated and grown (:class:`kfdnumba._base.MemoryBudget`).
         The stores start small (64 columns, factors of 32 bases) and double as
         bases are accepted; a growth past the budget stops the fit with a
-        ValueError (leaving the estimator unfitted). (Up to the eleventh session
-        the leave-one-out paths and factors were charged at ``max_bases`` for
-        every class before the fit.) On a
+        ValueError (leaving the estimator unfitted). On a
         dask array: what each worker's share of the stored kernel columns may
         take (at most a quarter of its memory limit); beyond it the workers
         recompute them every step (``kfdnumba._dask``).
@@ -621,8 +934,6 @@ class SparseGreedyKFD(SparseKernelClassifier):
     C: float | str = "auto"
     regularizer: str = "l2"
     n_candidates: int = 59
-    fresh_candidates: int | str | None = "auto"
-    selection_C: str = "path"
     max_bases: int = 500
     tol: float = 1e-3
     window: int = 5
@@ -636,8 +947,6 @@ class SparseGreedyKFD(SparseKernelClassifier):
         "C": [Interval("real", 0, None, "left"), Options(("auto",))],
         "regularizer": [Options(("l2", "kernel"))],
         "n_candidates": [Interval("int", 1, None)],
-        "fresh_candidates": [Interval("int", 1, None), Options(("auto", None))],
-        "selection_C": [Options(("path", "fixed"))],
         "max_bases": [Interval("int", 1, None)],
         "tol": [Interval("real", 0, None, "left")],
         "window": [Interval("int", 1, None)],
@@ -681,14 +990,14 @@ class SparseGreedyKFD(SparseKernelClassifier):
 
     def _fresh_candidates(self, n: int) -> int | None:
         """Return the new candidates per step (None: all κ, the paper)."""
-        return auto_fresh_candidates(self.fresh_candidates, n)
+        return auto_fresh_candidates("auto", n)
 
     def _uses_loo(self) -> bool:
         return self.stop == "loo" or self.C == "auto" or self.threshold == "auto"
 
     def _follows_path(self) -> bool:
-        """Whether the scoring's C follows the leave-one-out path (``selection_C="path"``, ``C="auto"``, ...)."""
-        return self.selection_C == "path" and self.C == "auto" and self.stop == "loo" and self.selection == "objective"
+        """Whether the scoring's C follows the leave-one-out path (``C="auto"``, ``stop="loo"``, the objective rule)."""
+        return self.C == "auto" and self.stop == "loo" and self.selection == "objective"
 
     @staticmethod
     def _score_with(path, a: int, c: int, m: int, n: int, factors, w_pos, q) -> None:
@@ -713,265 +1022,33 @@ class SparseGreedyKFD(SparseKernelClassifier):
             return self._greedy_steps(source, rng, tasks)
 
     def _greedy_steps(self, source, rng: np.random.Generator, tasks: TaskThreads) -> list[KernelExpansion]:
-        """:meth:`_greedy`'s loop and solutions, its one-vs-rest rounds on ``tasks``."""
-        n, n_models = source.n, source.n_models
-        kernel = self.kernel_
-        kernel_reg = self.regularizer == "kernel"
-        # the scoring's regulariser per class (C="auto": it follows each class's leave-one-out path, below)
-        C = np.full(n_models, AUTO_SELECTION_C_RELATIVE * n if self.C == "auto" else float(self.C))
-        max_bases = min(self.max_bases, n)
-        # The leave-one-out path of each class (kfdnumba._loo): size, regulariser and cut from the data.
-        lambdas = path_lambdas(n, self.C)
-        loo_penalty = "kernel" if kernel_reg else "l2"
-        paths = None
-        if self._uses_loo():
-            paths = [source.new_path(c, lambdas, max_bases, loo_penalty, self.patience) for c in range(n_models)]
-        follow = self._follows_path()
-        scored_with = np.full(n_models, -1)  # the λ index of each class's path its scoring factor holds
-        selection_C = [[] for _ in range(n_models)]
-        n_pos = source.n_pos
-        h = n_pos * (n - n_pos) / n  # ℓ₊ℓ₋/ℓ per class
+        """:meth:`_greedy`'s loop (the paper's Section 3): draw κ candidates, score them, accept the best, stop.
 
-        # Per-class state. factors[c, :m+1, :m+1] is the Cholesky factor of H (eq. 4); the three arrays
-        # are allocated for INITIAL_FACTOR_SIZE bases and doubled as bases come (grown_factors).
-        size = min(max_bases, INITIAL_FACTOR_SIZE) + 1
-        budget = getattr(source, "budget", None)  # in memory: charged as the factors grow
-        charge(budget, 8.0 * n_models * (size * size + 2 * size), "the classes' factors")
-        factors = np.zeros((n_models, size, size))
-        factors[:, 0, 0] = np.sqrt(n)
-        w_pos = np.zeros((n_models, size))  # L⁻¹A₊
-        w_pos[:, 0] = n_pos / np.sqrt(n)
-        pos_const = np.zeros((n_models, size))  # A₊ = [ℓ₊; K_mᵀ1₊]
-        pos_const[:, 0] = n_pos
-        q = np.zeros(n_models)
-        n_bases = np.zeros(n_models, dtype=np.int64)
-        support = np.zeros((n_models, max_bases), dtype=np.int64)
-        slots = np.zeros((n_models, max_bases), dtype=np.int64)
-        usable = np.ones((n_models, n), dtype=bool)  # not chosen, not refused (the candidate pool)
-        active = np.ones(n_models, dtype=bool)
-        objective = [[] for _ in range(n_models)]
-        improvement = [[] for _ in range(n_models)]
-        infeasibility = [[] for _ in range(n_models)]
-        scale = np.zeros(n_models)  # first infeasibility (its stopping rule is relative)
-        first_rejects = [[] for _ in range(n_models)]
-        slot_of = _Slots(min(n, n_models * max_bases))  # training index -> slot of its stored column
-        n_fixed = 1 + n_models
-        n_columns = 0
-        step = 0
-        progress = self._progress(max_bases, "bases")
-        partition = not source.distributed and n_models > 1  # MemoryColumns.keep_live when a model stops
-        was_active = active.copy()
-        fresh = self._fresh_candidates(n)
-        last_cand = None
-        while active.any():
-            step += 1
-            if partition and not np.array_equal(active, was_active):
-                used = np.unique(np.concatenate([slots[c, : n_bases[c]] for c in np.flatnonzero(active)]))
-                _renumber_slots(source.keep_live(used), slots, n_bases, slot_of)
-                was_active = active.copy()
-            if int(n_bases[active].max()) + 2 > factors.shape[1]:  # room for one more basis per active class
-                size, grown = factors.shape[1], grown_size(factors.shape[1], max_bases + 1)
-                charge(
-                    budget,
-                    8.0 * n_models * (grown * grown + 2 * grown - size * size - 2 * size),
-                    "the classes' factors",
-                )
-                factors, w_pos, pos_const = grown_factors(factors, [w_pos, pos_const], max_bases + 1)
-            pool = np.flatnonzero(usable[0] if n_models == 1 else usable[active].any(axis=0))
-            if pool.size == 0:
+        Each class's state lives in a :class:`_GreedyRun`; its one-vs-rest leave-one-out appends run on ``tasks``.
+        """
+        run = _GreedyRun(self, source)
+        while run.active.any():
+            run.step += 1
+            run.keep_live_columns()
+            run.make_room()
+            cand = run.draw(rng)
+            if cand is None:  # every point chosen or refused
                 break
-            draw_state = rng.bit_generator.state if source.distributed else None
-            keepable = usable[active].all(axis=0) if fresh is not None and n_models > 1 else None
-            cand = draw_candidates(pool, last_cand, self.n_candidates, fresh, step, rng, keepable)
-            block = source.candidates(cand, kernel_reg)
-            if block is None:  # dask: the last step's PRESS, which comes with these statistics, stopped a class:
-                for c in range(n_models):  # drop them and draw again without it, as in memory
-                    if paths[c].done:
-                        active[c] = False
-                rng.bit_generator.state = draw_state
-                step -= 1
+            block = source.candidates(cand, run.kernel_reg)
+            if block is None:  # dask: the last step's PRESS, which comes with these statistics, stopped a class
+                run.undo_draw(rng)  # drop it and draw again without it, as in memory
                 continue
-            last_cand = cand
-            n_columns += cand.size
-            if follow:  # on dask the last step's PRESS came with this block: the same state as in memory
-                for c in np.flatnonzero(active & (n_bases > 0)):
-                    a = scoring_index(paths[c])
-                    if a != scored_with[c]:
-                        self._score_with(paths[c], a, c, int(n_bases[c]), n, factors, w_pos, q)
-                        C[c], scored_with[c] = lambdas[a], a
-            products = block.products
-            col_sum = products[0]  # 1ᵀk_j
-            pos_sum = products[1:n_fixed]  # (n_models, κ): 1₊ᵀk_j
-            stored_gram = products[n_fixed:] if products.shape[0] > n_fixed else np.zeros((1, cand.size))  # K_mᵀk_j
-            kdiag = kernel.diag(block.points)  # k(x_j, x_j)
-            new_diag = block.sq_norms + C[:, None] * (kdiag if kernel_reg else 1.0)  # k_jᵀk_j + C P_jj per class
-            candidate_ok = usable[:, cand] & active[:, None]
-            gains = np.empty((n_models, cand.size))
-            schur = np.empty((n_models, cand.size))
-            _score_candidates.run(
-                cand.size * float(np.sum((n_bases[active] + 2) ** 2)),  # a triangular solve per pair
-                factors,
-                n_bases,
-                slots,
-                stored_gram,
-                block.support_rows,
-                col_sum,
-                new_diag,
-                pos_sum,
-                w_pos,
-                C,
-                kernel_reg,
-                candidate_ok,
-                SCHUR_RELATIVE_FLOOR,
-                gains,
-                schur,
-            )
-            # never offer again what is (numerically) in the span of a class's expansion
-            refused = candidate_ok & (gains < 0)
-            for c in np.flatnonzero(refused.any(axis=1)):
-                usable[c, cand[refused[c]]] = False
-            violation = None
-            if self.selection == "infeasibility" and (n_bases[active] > 0).any():
-                violation = self._dual_infeasibility(source, block, factors, pos_const, n_bases, support, slots, C, q)
-            accepted, pending = [], []  # pending: (class, candidate, size, index, gain, cross) accepted by the factor
-            for c in np.flatnonzero(active):
-                valid = gains[c] >= 0
-                if n_bases[c] == 0:
-                    valid &= gains[c] > 1e-12 * h[c]  # the first basis must separate the class means
-                    weak = candidate_ok[c] & ~valid  # not drawn again for the first basis only
-                    first_rejects[c].extend(cand[weak].tolist())
-                    usable[c, cand[weak]] = False
-                if not valid.any():
-                    if not usable[c].any():
-                        active[c] = False
-                    continue
-                if violation is not None and n_bases[c] > 0:
-                    score = np.where(valid, violation[c], -np.inf)
-                    j = int(np.argmax(score))
-                    infeasibility[c].append(float(violation[c, j]))
-                    if scale[c] == 0.0:
-                        scale[c] = max(violation[c, j], np.finfo(float).tiny)
-                else:
-                    j = int(np.argmax(np.where(valid, gains[c], -np.inf)))
-                m = int(n_bases[c])
-                gain = _accept_candidate(
-                    factors,
-                    w_pos,
-                    pos_const,
-                    c,
-                    j,
-                    m,
-                    slots,
-                    stored_gram,
-                    block.support_rows,
-                    col_sum,
-                    new_diag[c],
-                    pos_sum,
-                    C[c],
-                    kernel_reg,
-                    SCHUR_RELATIVE_FLOOR,
-                )
-                if gain < 0:  # cannot happen after a successful score, but never accept a bad pivot
-                    usable[c, cand[j]] = False
-                    continue
-                cross = None
-                if paths is not None:
-                    cross = np.concatenate(([col_sum[j]], stored_gram[slots[c, :m], j] if m else []))
-                pending.append((c, j, m, int(cand[j]), gain, cross))
-            # The classes' leave-one-out appends are independent (each its own path and columns): on the
-            # call's threads in memory (TaskThreads). The factor row each accept wrote is overwritten if its
-            # column is refused.
-            appended = [True] * len(pending)
-            if paths is not None:
-
-                def append(item):
-                    c, j, m, index, _, cross = item
-                    return source.loo_append(paths[c], block, j, index, cross, slots[c, :m], kdiag[j])
-
-                if source.distributed:  # the chunked paths gather the step's updates for one round trip
-                    appended = [append(item) for item in pending]
-                else:
-                    appended = tasks.map(append, pending, 2.0 * n * lambdas.shape[0] * sum(i[2] + 1 for i in pending))
-            for (c, j, m, index, gain, _), ok in zip(pending, appended):
-                if not ok:
-                    usable[c, index] = False  # dependent for some λ of the grid
-                    continue
-                if slot_of.get(index) < 0:
-                    slot, renumber = source.store(block, j)
-                    _renumber_slots(renumber, slots, n_bases, slot_of)  # the columns stored before this one
-                    slot_of.add(index, slot)
-                elif not source.distributed:  # another class's column: back among the GEMM's rows if need be
-                    _renumber_slots(source.revive(slot_of.get(index)), slots, n_bases, slot_of)
-                support[c, m] = index
-                if m == 0 and first_rejects[c]:
-                    usable[c, first_rejects[c]] = True
-                    first_rejects[c] = []
-                slots[c, m] = slot_of.get(index)
-                n_bases[c] = m + 1
-                usable[c, index] = False
-                selection_C[c].append(float(C[c]))
-                old = objective[c][-1] if objective[c] else np.inf
-                q[c] += gain
-                J = 2.0 * h[c] * h[c] / q[c] - 2.0 * h[c]  # optimum of (5) = dual (7)
-                objective[c].append(J)
-                if np.isfinite(old):
-                    improvement[c].append((old - J) / old if old > 0 else 0.0)
-                accepted.append(c)
+            run.count_columns()
+            run.follow_paths()
+            gains, candidate_ok = run.score(block)
+            pending, violation = run.pick(block, gains, candidate_ok)
+            appended = run.append_to_paths(pending, block, tasks)
+            accepted = run.record(pending, appended, block)
             source.flush()  # the leave-one-out updates of this step (on dask: sent with the next step's candidates)
-            for c in accepted:
-                if n_bases[c] >= max_bases:
-                    active[c] = False
-                elif self.stop == "loo":
-                    if paths[c].done:
-                        active[c] = False
-                        self._log(f"{'' if n_models == 1 else f'model {c}: '}stop: {stop_reason(paths[c])}")
-                elif self.tol > 0:
-                    if violation is not None and infeasibility[c]:
-                        rel = [v / scale[c] for v in infeasibility[c]]
-                        if _stop_now(rel, self.window, self.tol):
-                            active[c] = False
-                    elif self.selection == "objective" and _stop_now(improvement[c], self.window, self.tol):
-                        active[c] = False
-            progress.update(int(n_bases.max()))
-            if self.verbose and (step % 50 == 0 or not active.any()):
-                latest = ", ".join(f"{o[-1]:.6g}" for o in objective)
-                self._log(f"step {step}: bases per class {n_bases.tolist()}, objective [{latest}]")
+            run.check_stops(accepted, violation)
+            run.report()
         source.finish()
-
-        if (n_bases == 0).any():
-            large = self._large_regulariser(n)  # C dwarfs every column's squared norm: no gain registers
-            raise ValueError(
-                "SparseGreedyKFD found no kernel column that separates the class means "
-                + (
-                    f"at all: {large}; try a smaller C, or C='auto'."
-                    if large is not None
-                    else f"({self._scale_suspects()}); try another sigma."
-                    if kernel.name == "rbf"
-                    else "(linear kernel)."
-                )
-            )
-        info = {"n_kernel_columns": n_columns}
-        return [
-            self._solution(
-                source,
-                c,
-                factors,
-                pos_const,
-                n_bases,
-                support,
-                slots,
-                C,
-                dict(
-                    info,
-                    objective_path=np.asarray(objective[c]),
-                    infeasibility_path=np.asarray(infeasibility[c]),
-                    selection_C_path=np.asarray(selection_C[c]),
-                ),
-                q,
-                None if paths is None else paths[c],
-            )
-            for c in range(n_models)
-        ]
+        return run.solutions()
 
     # ------------------------------------------------------------- solutions
     @staticmethod

@@ -289,7 +289,7 @@ def test_a_real_parameter_refuses_what_is_not_a_finite_real_naming_it(value, err
 @pytest.mark.parametrize(
     "cls, params, match",
     [
-        (DDAClassifier, {"cv_patience": 10**30}, r"'cv_patience' parameter of DDAClassifier must be at most 92233"),
+        (DDAClassifier, {"within_neighbours": 10**30}, r"'within_neighbours' parameter of DDAClassifier must be at"),
         (DDA, {"max_iter": 2**63}, r"'max_iter' parameter of DDA must be at most 9223372036854775807 \(a 64-bit"),
         (SparseGreedyKFD, {"max_bases": 10**30}, r"'max_bases' parameter of SparseGreedyKFD must be at most"),
         (MatchingPursuitKFD, {"n_candidates": 2**64}, r"'n_candidates' parameter of MatchingPursuitKFD must be at"),
@@ -300,7 +300,7 @@ def test_a_real_parameter_refuses_what_is_not_a_finite_real_naming_it(value, err
     ids=lambda v: v.__name__ if isinstance(v, type) else None,
 )
 def test_an_int_parameter_beyond_64_bits_is_refused_naming_it(cls, params, match):
-    """DDAClassifier(cv_patience=10**30) failed in Numba's typing ("non-precise type pyobject")."""
+    """An int beyond 64 bits (DDAClassifier's inner-CV patience) failed in Numba's typing ("non-precise type")."""
     X, y = two_blobs(40)
     with pytest.raises(ValueError, match=match):
         cls(**params).fit(X, y)

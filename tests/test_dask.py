@@ -190,12 +190,16 @@ def test_dask_fit_equals_the_in_memory_fit_binary(client, params):
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])
-def test_dask_fit_with_kept_candidates_equals_the_in_memory_fit(client, n_classes):
+def test_dask_fit_with_kept_candidates_equals_the_in_memory_fit(client, n_classes, monkeypatch):
     """Kept candidates (fresh_candidates, the default above 1 000 points): the draw is not sorted, the chunks
     return the rows in index order and the client puts them back in the draw's order."""
     X, y = _one_class_first(*(two_blobs(237, seed=3) if n_classes == 2 else three_class_blobs(150, seed=6)))
     chunks = (40, 97, 30, 70) if n_classes == 2 else (25, 60, 65)
-    kw = {"random_state": 1, "n_candidates": 20, "fresh_candidates": 6, "C": 0.1}
+    from kfdnumba import _base
+
+    monkeypatch.setattr(_base, "AUTO_FRESH_MIN_N", 0)  # kept candidates on a small set: 6 new per step
+    monkeypatch.setattr(_base, "AUTO_FRESH_CANDIDATES", 6)
+    kw = {"random_state": 1, "n_candidates": 20, "C": 0.1}
     eager = SparseGreedyKFD(**kw).fit(X, y)
     lazy = SparseGreedyKFD(**kw).fit(da.from_array(X, chunks=(chunks, 2)), da.from_array(y, chunks=chunks))
     _assert_same_fit(eager, lazy)

@@ -398,10 +398,11 @@ def test_fixed_n_components_and_pca_start():
     assert model.fit_transform(X, y).shape == (40, 2)
 
 
-def test_auto_floor_and_early_stopping_choose_from_inner_cv():
+def test_auto_floor_and_early_stopping_choose_from_inner_cv(monkeypatch):
+    monkeypatch.setattr(dda, "FLOOR_GRID", (0.3, 3.0))
     rng = np.random.default_rng(9)
     X, y = blobs(rng, (20, 24), 4)
-    model = DDA(floor="auto", relaxation=1.0, floor_grid=(0.3, 3.0), max_iter=6, random_state=0).fit(X, y)
+    model = DDA(floor="auto", relaxation=1.0, max_iter=6, random_state=0).fit(X, y)
     assert model.floor_ in (0.3, 3.0)
     assert set(model.cv_errors_) == {0.3, 3.0}
     assert all(v.shape == (7,) for v in model.cv_errors_.values())
@@ -412,12 +413,12 @@ def test_auto_floor_and_early_stopping_choose_from_inner_cv():
     assert model.n_steps_ == model.cv_steps_ < 6 and model.stop_reason_ == "early_stopping"
     assert model.n_iter_ > model.n_steps_  # the inner runs' steps count too
     no_es = DDA(
-        floor="auto", relaxation=1.0, floor_grid=(0.3, 3.0), max_iter=6, early_stopping=False, random_state=0
+        floor="auto", relaxation=1.0, max_iter=6, early_stopping=False, random_state=0
     ).fit(X, y)
     assert no_es.cv_steps_ == 6
     assert no_es.stop_reason_ == ("max_iter" if no_es.n_steps_ == 6 else "tol")
     assert no_es.cv_errors_[no_es.floor_][-1] == pytest.approx(min(v[-1] for v in no_es.cv_errors_.values()))
-    again = DDA(floor="auto", relaxation=1.0, floor_grid=(0.3, 3.0), max_iter=6, random_state=0).fit(X, y)
+    again = DDA(floor="auto", relaxation=1.0, max_iter=6, random_state=0).fit(X, y)
     assert (again.floor_, again.cv_steps_, again.n_iter_) == (model.floor_, model.cv_steps_, model.n_iter_)
     # the thread policy may give the two fits other thread counts: equal up to round-off of |T|
     assert_close(again.T_, model.T_, np.abs(model.T_).max(), rel=RUN_ROUND_OFF, what="T_")
@@ -508,8 +509,6 @@ def test_sklearn_pipeline_and_clone():
         ({"length": 0.0}, ValueError, "length"),
         ({"floor": -0.1}, ValueError, "floor"),
         ({"floor": float("nan")}, ValueError, "floor"),
-        ({"floor_grid": ()}, ValueError, "floor_grid"),
-        ({"floor_grid": (1.0, -2.0)}, ValueError, "floor_grid"),
         ({"cv": 1}, ValueError, "cv"),
         ({"class_terms": "some"}, ValueError, "class_terms"),
         ({"rank_tol": 1.0}, ValueError, "rank_tol"),
@@ -713,10 +712,12 @@ def test_cv_patience_stops_inner_runs_early_and_keeps_the_choice_valid(monkeypat
         return original(*args, **kwargs)
 
     monkeypatch.setattr(dda, "_majorize", counting)
-    full = DDAClassifier(max_iter=12, cv_patience=None, random_state=0).fit(X, y)
+    monkeypatch.setattr(dda, "CV_PATIENCE", None)
+    full = DDAClassifier(max_iter=12, random_state=0).fit(X, y)
     n_full = len(calls)
     calls.clear()
-    short = DDAClassifier(max_iter=12, cv_patience=1, random_state=0).fit(X, y)
+    monkeypatch.setattr(dda, "CV_PATIENCE", 1)
+    short = DDAClassifier(max_iter=12, random_state=0).fit(X, y)
     assert len(calls) < n_full  # the inner runs stopped once their validation error stalled
     assert 0 <= short.cv_steps_ <= 12 and 0 <= full.cv_steps_ <= 12
     assert np.all(np.diff(short.criterion_history_) <= 0)
@@ -809,10 +810,10 @@ def test_validation_error_matches_numpy(truncate):
 FUSED_CASES = [
     {},  # the defaults: inner CV with validation errors, cv_patience, relaxation
     {"relaxation": 1.0, "max_iter": 12},
-    {"cv_patience": None, "max_iter": 12},
+    {"CV_PATIENCE": None, "max_iter": 12},  # upper case: a module constant, patched
     {"n_components": 2, "max_iter": 10},
     {"within_neighbours": 3, "max_iter": 10},
-    {"floor": "auto", "floor_grid": (0.3, 3.0), "max_iter": 8},
+    {"floor": "auto", "FLOOR_GRID": (0.3, 3.0), "max_iter": 8},
     {"early_stopping": False, "tol": 1e-3},
     {"early_stopping": False, "max_iter": 7, "class_terms": "paper", "huber_c": None},
 ]
@@ -832,6 +833,9 @@ def test_fused_im_run_matches_the_python_loop(monkeypatch, params):
         return original(*args)
 
     monkeypatch.setattr(dda, "_im_run", counting)
+    for name in [key for key in params if key.isupper()]:
+        monkeypatch.setattr(dda, name, params[name])
+    params = {key: value for key, value in params.items() if not key.isupper()}
     fused = DDAClassifier(random_state=0, **params).fit(X, y)
     assert runs  # small data: the fused path ran
     monkeypatch.setattr(dda, "_FUSED_MAX_WORK", -1.0)
