@@ -1410,10 +1410,9 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         return self._log_proba(X)
 
 
-#: ``fresh_candidates="auto"`` of SparseGreedyKFD's sampled path (ReformativeKFD has its own count, 4): new
-#: candidates per step (of κ = 59); the others keep their kernel rows and statistics (measured on Banana-like data,
-#: 6 seeds, ℓ = 1 000-20 000: 15 and 8 gave the test error of all-new draws within a standard error, 15 as fast as
-#: 8; on USPS odd/even 8 and 4 lost 0.16-0.23 point, thirteenth session; benchmarks/RESULTS.md).
+#: SparseGreedyKFD's kept candidates (ReformativeKFD has its own count, 4): new candidates per step (of κ = 59); the
+#: others keep their kernel rows and statistics (Banana-like data, 6 seeds, ℓ = 1 000-20 000: 15 and 8 gave the
+#: test error of all-new draws within a standard error; on USPS odd/even 8 and 4 lost 0.16-0.23 point).
 AUTO_FRESH_CANDIDATES = 15
 #: ... above this many training points; at most this many, every step draws κ new candidates (the paper): the
 #: fit is cheap there (SparseGreedyKFD at 1 000 points 26 against 20 ms), and the paper's draws are the reference.

@@ -56,7 +56,7 @@ kernel columns (``8 · ℓ/workers · m`` bytes, grown by doubling) fits
 stores its columns (c × m); past that it drops them and computes
 ``K(X_block, X_bases)`` again at every step: O(c · m · d) more kernel values
 per step (beside the step's O(c · m · κ) product: about 25 % more compute per
-step at d = 2, benchmarks/RESULTS.md), memory O(block · (m + κ)) with blocks
+step at d = 2, ``benchmarks/dask_scale.py``), memory O(block · (m + κ)) with blocks
 of about ``BLOCK_BYTES``, whatever m. Both give the same numbers: a block's
 kernel values do not depend on which other points are in it.
 

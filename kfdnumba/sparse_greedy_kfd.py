@@ -63,7 +63,7 @@ row. The products are exact inner products, so the selection is the one all
 59 computed afresh would give on the same draws (tested). Each candidate is
 scored for at most four steps instead of one: on Banana-like data (6 seeds,
 ℓ = 1 000-20 000) the test error is that of all-new draws within a standard
-error and the fit 1.3-2.4× faster (``benchmarks/RESULTS.md``).
+error and the fit 1.3-2.4× faster (``benchmarks/kept_candidates.py``).
 
 Multi-class (section 4.1.3): one-against-the-rest where every class tests the
 SAME κ candidates at each step, so each kernel column is computed once; each
@@ -131,7 +131,7 @@ SCHUR_RELATIVE_FLOOR = 1e-11
 #: standard error of the lowest); the final C is the path's best λ. 1e-2 × ℓ for every step chose better bases
 #: than the paper's 1e-3 on the noisy IDA sets (heart 20.8 → 18.3 %, ringnorm 3.28 → 2.93 % at the σ the
 #: harness chose), but on large clean data worse than random points (USPS odd against even digits, 7 291
-#: points: 3.56 % against 2.86 % with the path's λ, benchmarks/RESULTS.md).
+#: points: 3.56 % against 2.86 % with the path's λ).
 AUTO_SELECTION_C_RELATIVE = 1e-2
 
 

@@ -320,11 +320,9 @@ def test_mp_dask_fit_with_the_defaults_equals_the_in_memory_fit(client, selectio
     eager = MatchingPursuitKFD(random_state=0).fit(X, y)
     lazy = MatchingPursuitKFD(random_state=0).fit(da.from_array(X, chunks=(chunks, 2)), y)
     # σ = "auto" is wide here and μ small (ℓ·1e-8 … 1e-5): the ridge coefficients (up to 5e3) are
-    # ill-conditioned, and the round-off of the chunked sums grows to 1e-3 of them and 2e-6 to 2e-5 of the
-    # decision values (2e-5 with the 500 landmarks of n_bases="auto", 2e-6 with 800; 6.1e-5 since the eleventh
-    # session, whose error-count stop ends the paths elsewhere; 1.6e-4 since the fifteenth, whose "auto" is the
-    # random selection alone above 1 200 points; the explicit tests above, well conditioned, agree to 1e-10); the
-    # bases, sizes and μ are the same
+    # ill-conditioned, and the round-off of the chunked sums grows to 1e-3 of them and up to 1.6e-4 of the
+    # decision values (the explicit tests above, well conditioned, agree to 1e-10); the bases, sizes and μ are
+    # the same
     _assert_same_selections(selections, atol=1e-2)
     np.testing.assert_array_equal(lazy.support_, eager.support_)
     assert lazy.criterion_ == eager.criterion_ and lazy.loo_lambda_ == eager.loo_lambda_
