@@ -1,23 +1,28 @@
-"""Kept candidates (``fresh_candidates``) against the paper's all-new draws: fit time and test error.
+"""Kept candidates against the paper's all-new draws: fit time and test error.
 
     python benchmarks/kept_candidates.py                 # ℓ = 1 000 … 20 000, 6 seeds
     python benchmarks/kept_candidates.py --sizes 2000 --seeds 2
 
-SparseGreedyKFD with ``fresh_candidates`` None (59 new candidates per step, the paper), 15 (the
-default above 1 000 points) and 8; ReformativeKFD exhaustive (up to 3 000 points), sampled with
-all-new draws and sampled with 15 new ones. Banana-like data (the packaged pool resampled with
-jitter), σ = 0.7, defaults otherwise; test error on 10 000 points; per cell the mean over seeds
-(± its standard error) of the error, the retained count and the best of 2 fits. The variants run
-interleaved in one process, so they see the same machine load.
+The new candidates per step are module constants (``kfdnumba._base.AUTO_FRESH_CANDIDATES``,
+SparseGreedyKFD's, and ``kfdnumba.reformative_kfd.AUTO_FRESH_CANDIDATES``, used above
+``kfdnumba._base.AUTO_FRESH_MIN_N`` points), patched here for each variant at every size:
+SparseGreedyKFD with 59 new candidates per step (all new, the paper), 15 (its default) and 8;
+ReformativeKFD exhaustive (up to 3 000 points), sampled (κ = 59) with all-new draws, 15 new ones
+and 4 (its default). Banana-like data (the packaged pool resampled with jitter), σ = 0.7, defaults
+otherwise; test error on 10 000 points; per cell the mean over seeds (± its standard error) of the
+error, the retained count and the best of 2 fits. The variants run interleaved in one process, so
+they see the same machine load.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -28,20 +33,42 @@ for path in (ROOT, ROOT / "benchmarks"):
 
 from _common import banana_like  # noqa: E402
 
-from kfdnumba import ReformativeKFD, SparseGreedyKFD  # noqa: E402
+from kfdnumba import ReformativeKFD, SparseGreedyKFD, _base, reformative_kfd  # noqa: E402
 
+#: Every step draws κ new candidates at any size ...
+ALL_NEW = {(_base, "AUTO_FRESH_MIN_N"): 10**12}
+
+
+def keeping(module, fresh: int) -> dict:
+    """... or keeps all but ``fresh`` of them at any size (``module``'s count of new ones)."""
+    return {(_base, "AUTO_FRESH_MIN_N"): 0, (module, "AUTO_FRESH_CANDIDATES"): fresh}
+
+
+#: (estimator, parameters, module constants) of each variant.
 VARIANTS = {
     "SparseGreedyKFD": {
-        "all new": (SparseGreedyKFD, {"fresh_candidates": None}),
-        "15 new": (SparseGreedyKFD, {"fresh_candidates": 15}),
-        "8 new": (SparseGreedyKFD, {"fresh_candidates": 8}),
+        "all new": (SparseGreedyKFD, {}, ALL_NEW),
+        "15 new": (SparseGreedyKFD, {}, keeping(_base, 15)),
+        "8 new": (SparseGreedyKFD, {}, keeping(_base, 8)),
     },
     "ReformativeKFD": {
-        "exhaustive": (ReformativeKFD, {"n_candidates": None}),
-        "sampled, all new": (ReformativeKFD, {"n_candidates": 59, "fresh_candidates": None}),
-        "sampled, 15 new": (ReformativeKFD, {"n_candidates": 59, "fresh_candidates": 15}),
+        "exhaustive": (ReformativeKFD, {"n_candidates": None}, {}),
+        "sampled, all new": (ReformativeKFD, {"n_candidates": 59}, ALL_NEW),
+        "sampled, 15 new": (ReformativeKFD, {"n_candidates": 59}, keeping(reformative_kfd, 15)),
+        "sampled, 4 new": (ReformativeKFD, {"n_candidates": 59}, keeping(reformative_kfd, 4)),
     },
 }
+
+
+@contextlib.contextmanager
+def patched(constants: dict):
+    """Set a variant's module constants for the ``with`` block."""
+    with contextlib.ExitStack() as stack:
+        for (module, name), value in constants.items():
+            stack.enter_context(mock.patch.object(module, name, value))
+        yield
+
+
 EXHAUSTIVE_MAX_N = 3000  # the exhaustive path's ℓ² memory and time: only where it is the alternative
 
 
@@ -53,21 +80,23 @@ def main():
     print(f"load average at start: {os.getloadavg()}")
     X_test, y_test = banana_like(10000, seed=99)
     for variants in VARIANTS.values():  # compile every path once
-        for cls, params in variants.values():
-            cls(sigma=0.7, **params).fit(*banana_like(1200))
+        for cls, params, constants in variants.values():
+            with patched(constants):
+                cls(sigma=0.7, **params).fit(*banana_like(1200))
     for method, variants in VARIANTS.items():
         for n in args.sizes:
             X, y = banana_like(n, seed=n)
             rows = {name: ([], [], []) for name in variants}
             for seed in range(args.seeds):
-                for name, (cls, params) in variants.items():
+                for name, (cls, params, constants) in variants.items():
                     if name == "exhaustive" and n > EXHAUSTIVE_MAX_N:
                         continue
                     best = np.inf
                     for _ in range(2):
-                        t = time.perf_counter()
-                        model = cls(sigma=0.7, random_state=seed, **params).fit(X, y)
-                        best = min(best, time.perf_counter() - t)
+                        with patched(constants):
+                            t = time.perf_counter()
+                            model = cls(sigma=0.7, random_state=seed, **params).fit(X, y)
+                            best = min(best, time.perf_counter() - t)
                     errors, kept, times = rows[name]
                     errors.append(100.0 * np.mean(model.predict(X_test) != y_test))
                     kept.append(model.n_retained_)

@@ -12,8 +12,9 @@ points of the Banana pool, iterations and active-set size over time.
 
 Low rank (``--part lowrank``): Banana-like data (the packaged pool resampled
 with jitter, ``benchmarks/_common.py``), σ = 0.7, the default ``rho="auto"``:
-fit seconds, test error and retained points of ``solver="exact"`` (where it
-fits in memory and time) and ``solver="lowrank"``, beside
+fit seconds, test error and retained points of the exact path (where it
+fits in memory and time) and the low-rank one at every size (module constants
+``AUTO_EXACT_MAX_N``, ``AUTO_MAX_RANK_FRACTION`` patched, ``PATHS``), beside
 ``Nystroem(n_components=m) + RidgeClassifier`` with m the low-rank factor's
 rank, in the same run. Measured on the 2-core development machine while
 other jobs ran (load 4–6, so the seconds are noisy; test set 20 000 points)::
@@ -65,6 +66,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -75,7 +77,7 @@ for path in (ROOT, ROOT / "benchmarks"):
 
 from _common import banana_like, evaluate, format_table  # noqa: E402
 
-from kfdnumba import KFD, LqKFD, load_banana  # noqa: E402
+from kfdnumba import KFD, LqKFD, load_banana, lq_kfd  # noqa: E402
 from kfdnumba.datasets import default_data_dir, load_ida  # noqa: E402
 
 #: Table 1 of the paper: (dataset, q, selection) -> (test error %, retained %).
@@ -224,6 +226,14 @@ def run_speed(repeats: int = 7) -> dict:
     return out
 
 
+#: The module constants that take LqKFD down one path at every size: the exact one, or the low-rank one whatever
+#: the factor's rank.
+PATHS = {
+    "exact": {"AUTO_EXACT_MAX_N": 10**12},
+    "lowrank": {"AUTO_EXACT_MAX_N": 0, "AUTO_MAX_RANK_FRACTION": 1.0},
+}
+
+
 def run_lowrank(sizes, exact_max: int, rho="auto", n_test: int = 20000, sigma: float = 0.7) -> list[dict]:
     """Exact vs low-rank LqKFD (``rho``) vs Nystroem + RidgeClassifier on Banana-like data."""
     from sklearn.kernel_approximation import Nystroem
@@ -233,7 +243,8 @@ def run_lowrank(sizes, exact_max: int, rho="auto", n_test: int = 20000, sigma: f
     Xt, yt = banana_like(n_test, seed=12345)
     warm_X, warm_y = banana_like(300, seed=1)
     for solver in ("exact", "lowrank"):  # compile (or load) every kernel first
-        LqKFD(sigma=sigma, solver=solver, rho=rho).fit(warm_X, warm_y)
+        with mock.patch.multiple(lq_kfd, **PATHS[solver]):
+            LqKFD(sigma=sigma, rho=rho).fit(warm_X, warm_y)
     rows = []
     print(f"{'l':>7} {'method':<28}{'fit s':>9}{'error %':>9}{'retained':>9}{'rank':>6}", flush=True)
 
@@ -246,10 +257,11 @@ def run_lowrank(sizes, exact_max: int, rho="auto", n_test: int = 20000, sigma: f
         solvers = ["exact", "lowrank"] if n <= exact_max else ["lowrank"]
         rank = None
         for solver in solvers:
-            model = LqKFD(sigma=sigma, solver=solver, rho=rho)
-            t = time.perf_counter()
-            model.fit(X, y)
-            seconds = time.perf_counter() - t
+            model = LqKFD(sigma=sigma, rho=rho)
+            with mock.patch.multiple(lq_kfd, **PATHS[solver]):
+                t = time.perf_counter()
+                model.fit(X, y)
+                seconds = time.perf_counter() - t
             error = 100.0 * np.mean(model.predict(Xt) != yt)
             report(n, f"LqKFD {solver}", seconds, error, int(model.n_retained_), model.rank_ or "")
             if solver == "lowrank":

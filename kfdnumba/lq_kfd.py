@@ -21,23 +21,28 @@ Math (section 1 of ``ALGORITHMS.md``; equation numbers of the paper):
   eq. (7) with a zero row in the majorizer, still positive definite because
   ``G_00 = ℓ > 0``;
 * a coefficient with ``ω_i = 0`` stays at zero (Ψ_i = 0), so once ``|ω_i|`` falls
-  below ``prune_tol · max_j |α_j|`` it is set to zero and dropped from the
+  below ``PRUNE_TOL · max_j |α_j|`` (1e-3) it is set to zero and dropped from the
   *active set*: every later solve is restricted to the active indices, and the
   system shrinks as coefficients die (that is where the speed comes from).
   Pruning is not itself an MM step, so an iteration prunes only as much as does
   not increase J: all candidates if that keeps J from rising, else the longest
   smallest-first prefix of them that does (bisection; the others shrink further
   and are pruned later). J stays monotone with pruning on. (Accepting all or
-  nothing stalled at q = 1: one small coefficient of the optimum among the
-  candidates blocked every dying one, and the active set stopped shrinking.)
+  nothing would let one small coefficient of the optimum among the candidates
+  block every dying one.) With q = 1 the MM iteration only shrinks dying
+  coefficients geometrically, so the retained count of a fixed ρ depends on
+  ``PRUNE_TOL`` and ``tol``, and can differ from the support of the exact
+  minimiser either way (a coefficient small early on and larger later is
+  pruned and never comes back);
 * the start ``ω(0) = 1`` has no zero entry and makes the first iterate the
   ridge solution ``(G + ρℓqI)⁻¹ g``; iterations stop when
   ``|J_new - J_old| < tol · |J_old|`` (paper: ``tol = 1e-5``) or at ``max_iter``;
-* ``accelerate`` (on with ``rho="auto"``, beyond the paper): the steps run in
-  SQUAREM cycles (Varadhan & Roland 2008, S3): ``ω₁ = F(ω)``, ``ω₂ = F(ω₁)``,
+* with ``rho="auto"`` (beyond the paper) the steps run in SQUAREM cycles
+  (Varadhan & Roland 2008, S3): ``ω₁ = F(ω)``, ``ω₂ = F(ω₁)``,
   ``r = ω₁ - ω``, ``v = ω₂ - 2ω₁ + ω``, ``α = min(-‖r‖/‖v‖, -1)``, then
   ``F(ω - 2αr + α²v)`` when its J is at most J(ω₂), else ω₂: J still never
-  increases, the fixed points are those of F, and fewer steps reach them;
+  increases, the fixed points are those of F, and fewer steps reach them; a
+  fixed ρ runs the paper's plain steps (``ACCELERATE_FIXED_RHO``);
 * decision: class + when ``f(x) = b + Σ α_i k(x, x_i)`` exceeds the midpoint
   of the two targets, ``½ ℓ (1/ℓ₊ - 1/ℓ₋)`` (the threshold of the paper's
   tables). The retained samples are the non-zero α.
@@ -47,28 +52,29 @@ warm-started, each support priced by the closed-form leave-one-out ridge path
 of :mod:`kfdnumba._loo`; the model is the ridge fit on the best prefix (see
 the class docstring). The paper's model is ``rho=<float>``.
 
-Complexity (``solver="exact"``): the Gram matrix O(ℓ²d); ``KᵀK = K²`` once by
+Complexity (exact path): the Gram matrix O(ℓ²d); ``KᵀK = K²`` once by
 a BLAS ``syrk`` (ℓ³ flops); per iteration on an active set of size m one
 O(m²) scaled gather (Numba), one LAPACK Cholesky (m³/3) and one O(ℓm)
 objective evaluation (Numba). Memory O(ℓ²): K and the lower triangle of K²
 (two ℓ × ℓ float64 arrays) plus the active system (at most (ℓ+1)²), about
 ``24 (ℓ+1)²`` bytes, i.e. 96 MB for ℓ = 2000, 2.2 GiB for ℓ = 10 000.
 
-Large ℓ (``solver="lowrank"``; ``"auto"`` above ``AUTO_EXACT_MAX_N`` points),
-beyond the paper: nothing ℓ × ℓ is formed or factored.
+Large ℓ (the low-rank path, above ``AUTO_EXACT_MAX_N`` = 500 points unless the
+factor needs more than ``AUTO_MAX_RANK_FRACTION`` of ℓ columns and the exact
+path fits in memory), beyond the paper: nothing ℓ × ℓ is formed or factored.
 
 * **What is approximated: K only**, by a pivoted incomplete Cholesky factor
   ``K ≈ G Gᵀ`` (ℓ × r): pivot = the largest residual diagonal
   ``d_i = K_ii - ‖G_i‖²``, one kernel column ``K(X, x_p)`` per pivot, an O(ℓk)
-  update (Numba), until ``max d ≤ lowrank_tol · max K_ii`` or r = ``max_rank``.
+  update (Numba), until ``max d ≤ tol · max K_ii`` or r = ``MAX_RANK``.
   ``K - GGᵀ`` is positive semidefinite with diagonal d, so every entry of K is
-  matched within ``lowrank_tol`` (relative). Deterministic. The iteration,
+  matched within that tolerance (relative). Deterministic. The iteration,
   pruning, J and ``rho="auto"`` are then those of the exact path for the
-  kernel matrix ``GGᵀ``: with ``lowrank_tol → 0`` (r = ℓ) it is the exact path.
+  kernel matrix ``GGᵀ``: with the tolerance → 0 (r = ℓ) it is the exact path.
   With ``rho="auto"`` the factor only ranks the points: every support is
   priced, and the model fitted, on exact kernel columns computed from X, so
-  ``lowrank_tol="auto"`` is ``AUTO_LOWRANK_TOL`` (1e-4) there and 1e-8 for a
-  fixed ρ, whose model is the fit on ``GGᵀ`` itself.
+  the tolerance is ``AUTO_LOWRANK_TOL`` (1e-4) there and ``MODEL_LOWRANK_TOL``
+  (1e-8) for a fixed ρ, whose model is the fit on ``GGᵀ`` itself.
 * ``F = [1 G]`` (ℓ × (r+1)) and H, the (ℓ+1) × (r+1) matrix with row 0 = e₀
   and row j = ``[0, G_{j-1}]``, give ``K̃ = F Hᵀ``. A Householder QR
   ``F = Q R_F`` (LAPACK, once) and ``P = H R_Fᵀ`` give ``K̃ = Q Pᵀ`` with
@@ -136,26 +142,20 @@ AUTO_RHO_PATIENCE = 2
 #: ``q="auto"`` (with ``rho="auto"``): the exponents priced at each ρ; the first, the paper's convex case, leads
 #: the warm-started chain and every other q starts from its fit at the same ρ.
 AUTO_QS = (1.0, 0.5)
-#: ``solver="auto"``: the exact path up to this many training points, the low-rank one above.
-#: 500: on Banana-like data (σ = 0.7, r ≈ 150-175) the low-rank path was faster from 700 points (ℓ = 700
-#: 101 against 127 ms, ℓ = 1000 138 against 235 ms, the same model) and slower at 400 (52 against 40 ms).
-#: With ``rho="auto"``'s coarser factor and accelerated steps (seventeenth session) the low-rank path is faster
-#: from 300 points (400: 18 against 25 ms; 500: 18 against 40 ms); the threshold stays where a fixed ρ's
-#: 1e-8 factor needs it, and below it the protocol sets (170-400 points) keep their exact-path models.
+#: The exact path up to this many training points, the low-rank one above (Banana-like data, σ = 0.7: the low-rank
+#: path faster from 700 points with the same model, slower at 400).
 AUTO_EXACT_MAX_N = 500
-#: ``lowrank_tol="auto"`` with ``rho="auto"``, where the factor only ranks the points (each support is priced and
-#: refitted on exact kernel columns): entries of K within 1e-4. Against 1e-8 (one-off script, 3 seeds each, the
-#: same test error within one test point): Banana-like data 2 000 / 5 000 / 2·10⁴ points 108 → 66 / 94 → 58 /
-#: 138 → 68 ms, rank 179-183 → 96-97, the same points; make_moons (noise 0.3, σ = 0.5) 1 500 / 4 000 points
-#: 151 → 56 / 128 → 55 ms; make_circles (σ = 0.3), whose 1e-8 factor needed more than a quarter of the rows (so
-#: the exact path ran), 289 → 81 / 305 → 89 ms. Kernels of high numerical rank (d = 5 and 20) take the exact path
-#: at either tolerance.
+#: The low-rank factor's tolerance with ``rho="auto"``, where it only ranks the points (each support is priced and
+#: refitted on exact kernel columns): entries of K within 1e-4, 1.6-3.5× faster than 1e-8 at the same test error.
 AUTO_LOWRANK_TOL = 1e-4
-#: ``lowrank_tol="auto"`` with a fixed ρ: the model is the kFDA_q fit on ``GGᵀ``, so K is matched closely.
+#: The low-rank factor's tolerance with a fixed ρ: the model is the kFDA_q fit on ``GGᵀ``, so K is matched closely.
 MODEL_LOWRANK_TOL = 1e-8
-#: ``solver="auto"``: back to the exact path (when it fits in memory) if the factor would need more than this
-#: fraction of ℓ columns (the low-rank path then costs as much as the exact one).
+#: Back to the exact path (when it fits in memory) if the factor would need more than this fraction of ℓ columns
+#: (the low-rank path then costs as much as the exact one).
 AUTO_MAX_RANK_FRACTION = 0.25
+MAX_RANK = 1000  # most columns of the low-rank factor; reached first, the factor is coarser than its tolerance
+PRUNE_TOL = 1e-3  # |ω_i| ≤ this · max|α| leaves the active set (vs 1e-6: the same Banana error, a third fewer points)
+ACCELERATE_FIXED_RHO = False  # a fixed ρ runs the paper's plain eq. (8) steps; the ρ="auto" path SQUAREM cycles
 
 
 # ------------------------------------------------------------------------- kernels
@@ -753,12 +753,7 @@ class LqKFD(SparseKernelClassifier):
         ``loo_lambda_``), its cut and probabilities from the leave-one-out
         outputs ("relaxed" kFDA_q: the Lq penalty selects, the ridge fits).
         ``rho_path_`` holds (ρ, PRESS, retained by the fit, best prefix, q) per
-        fit of the path.
-        A leave-one-out value of the reweighted fixed point itself (weights
-        held fixed) was tried first and rejected: optimistic for small ρ,
-        whose tiny weights act as a selection it does not redo per left-out
-        point (ringnorm: 95 % of the points kept). A float: the paper's model
-        for that ρ.
+        fit of the path. A float: the paper's model for that ρ.
     q : float or "auto", default 1.0
         Exponent of the penalty, in (0, 1]; smaller is sparser (non-convex
         below 1: a local minimum from the ridge start). "auto" (only with
@@ -769,22 +764,13 @@ class LqKFD(SparseKernelClassifier):
         larger q). With a number for ρ the model is the paper's fit, which
         has no leave-one-out estimate to choose q by: refused (ValueError).
     tol : float, default 1e-5
-        Stop when the relative change of J is below ``tol`` (paper: 1e-5).
+        Stop when the relative change of J is below ``tol`` (paper: 1e-5). With
+        q = 1 it also sets, with ``PRUNE_TOL``, how many dying coefficients are
+        still retained when the iteration stops (module docstring).
     max_iter : int, default 1000
         Maximum number of eq. (8) steps.
     penalize_bias : bool, default True
         Penalise the bias ω_0 as the paper does; ``False`` exempts it.
-    prune_tol : float, default 1e-3
-        A coefficient is set to zero, and leaves the active set for good, once
-        ``|ω_i| ≤ prune_tol · max_j |α_j|``. With q = 1 the MM iteration only
-        shrinks dying coefficients geometrically, so this sets how many of them
-        are still counted as retained when the J criterion stops (1e-3 left the
-        Banana error unchanged against 1e-6, with a third fewer samples). At
-        q = 1 the retained count therefore depends on ``prune_tol`` (and on
-        ``tol``), and can differ from the support of the exact minimiser either
-        way (100 points: 37 non-zero α at the optimum, 51 retained at the default
-        tol, 35 at tol = 1e-10: a coefficient that is small early on and grows
-        later is pruned and never comes back).
     threshold : {"auto", "midpoint"}, default "auto"
         Cut on the output: "auto", where prior-weighted Gaussian
         class-conditionals with a pooled variance of the outputs cross
@@ -795,51 +781,16 @@ class LqKFD(SparseKernelClassifier):
         the training class means with ``rho="auto"``.
     max_memory_gb : float, default 4.0
         Refuse training sets whose working memory exceeds this: about
-        ``24 (ℓ+1)²`` bytes on the exact path, ``24 ℓ (max_rank + 1)`` on the
-        low-rank one.
-    solver : {"auto", "exact", "lowrank"}, default "auto"
-        "exact": K and K² (O(ℓ³) time, O(ℓ²) memory). "lowrank": K replaced by
-        its pivoted-Cholesky factor ``GGᵀ`` (``lowrank_tol``, ``max_rank``;
-        module docstring), O(ℓr²) time and O(ℓr) memory; with
-        ``lowrank_tol → 0`` and r = ℓ it is the exact path, otherwise the
-        model of the kernel matrix ``GGᵀ``, whose entries are within
-        ``lowrank_tol`` of K's. "auto": exact up to ``AUTO_EXACT_MAX_N``
-        (500) points, low rank above, where it was measured faster with the
-        same model (Banana-like data, σ = 0.7, r ≈ 150–200, ``rho="auto"``:
-        ℓ = 700 101 ms against 127 ms, ℓ = 1000 138 against 235 ms, ℓ = 3000
-        2.5 s against 16 s); except that when the factor would need more than
-        a quarter of ℓ columns (then no faster: USPS, d = 256) and the exact
-        path fits in memory, exact.
-    max_rank : int, default 1000
-        Most columns of the low-rank factor (r ≤ ``max_rank``): reached before
-        ``lowrank_tol``, the factor is coarser than asked (``rank_`` tells).
-    accelerate : bool or "auto", default "auto"
-        Run the eq. (8) steps in SQUAREM cycles (Varadhan & Roland 2008: two
-        steps, an extrapolation along them, one more step, kept only if J is
-        no higher than after the two plain steps), which reach the same
-        fixed points in fewer steps. "auto": with ``rho="auto"``, where each
-        ρ's fit only ranks the points for the leave-one-out path; a fixed ρ
-        runs the paper's plain iteration. Measured with ``rho="auto"``
-        (``benchmarks/RESULTS.md``, seventeenth session): Banana-like data at
-        2 000 / 5 000 / 2·10⁴ points 66 → 39 / 55 → 36 / 65 → 47 ms; on the
-        protocol sets (Table A) banana 10.74 → 10.71 %, breast_cancer 29.74 →
-        28.57, heart 17.50 → 17.20, twonorm 2.85 → 2.83, german 23.50 →
-        23.53, ringnorm 2.01 → 2.12; USPS digits 5.73 → 5.58 % in 3.3 → 2.9 s.
-    lowrank_tol : float or "auto", default "auto"
-        The factor stops once the largest residual diagonal of ``K - GGᵀ`` is
-        at most ``lowrank_tol · max_i K_ii``: every entry of K is then matched
-        within that. "auto": 1e-4 with ``rho="auto"``, where the factor only
-        ranks the points (each ρ's support is priced and the model fitted on
-        exact kernel columns; measured 1.6-3.5× faster than 1e-8 with the same
-        test error, ``AUTO_LOWRANK_TOL``), 1e-8 for a fixed ρ (the paper's
-        model, fitted on ``GGᵀ``).
+        ``24 (ℓ+1)²`` bytes on the exact path (K and K²), ``24 ℓ (r + 1)`` on
+        the low-rank one (a rank-r factor of K, r ≤ ``MAX_RANK``), which runs
+        above ``AUTO_EXACT_MAX_N`` = 500 points (module docstring).
     selection_rows : int, None or "auto", default "auto"
         With ``rho="auto"``, above this many training points (auto: 1000) the
         ρ path and the retained samples are computed on a stratified random
         subset of that many rows, and the ridge model on those samples (λ,
         cut, probabilities by leave-one-out) is then fitted on every row:
-        :class:`kfdnumba._subset.SparseKernelClassifier`. None: every row (then
-        ``solver`` decides how K is handled above 1000 points).
+        :class:`kfdnumba._subset.SparseKernelClassifier`. None: every row (the
+        low-rank path above 500 points).
     kernel, sigma, n_jobs, verbose, random_state
         See :class:`kfdnumba._base.KernelClassifier`. ``verbose`` prints the
         iteration, J and the active-set size.
@@ -855,7 +806,7 @@ class LqKFD(SparseKernelClassifier):
     intercept_ : ndarray (1,)
         ``bias_ - threshold_``: the decision function is ``k(x, SV) α + intercept_``.
     j_history_ : ndarray
-        J after each iteration (never increasing; with ``accelerate``, after
+        J after each iteration (never increasing; with ``rho="auto"``, after
         each SQUAREM cycle and its pruning).
     active_history_ : ndarray of int
         Size of the active set (bias included) entering each iteration.
@@ -878,13 +829,8 @@ class LqKFD(SparseKernelClassifier):
     tol: float = 1e-5
     max_iter: int = 1000
     penalize_bias: bool = True
-    prune_tol: float = 1e-3
     threshold: str = "auto"
     max_memory_gb: float = 4.0
-    solver: str = "auto"
-    max_rank: int = 1000
-    lowrank_tol: float | str = "auto"
-    accelerate: bool | str = "auto"
 
     _parameter_constraints: ClassVar[dict] = {
         "rho": [Interval("real", 0, None, "neither"), Options(("auto",))],
@@ -892,13 +838,8 @@ class LqKFD(SparseKernelClassifier):
         "tol": [Interval("real", 0, None, "left")],
         "max_iter": [Interval("int", 1, None)],
         "penalize_bias": [Options((True, False))],
-        "prune_tol": [Interval("real", 0, 1, "left")],
         "threshold": [Options(("auto", "midpoint"))],
         "max_memory_gb": [Interval("real", 0, None, "neither")],
-        "solver": [Options(("auto", "exact", "lowrank"))],
-        "max_rank": [Interval("int", 1, None)],
-        "lowrank_tol": [Interval("real", 0, 1, "left"), Options(("auto",))],
-        "accelerate": [Options(("auto", True, False))],
     }
     #: σ multiples reach 2.8: heart and breast_cancer chose the top of a grid ending at 1.4.
     search_grid: ClassVar[dict] = {
@@ -935,25 +876,27 @@ class LqKFD(SparseKernelClassifier):
 
     # ------------------------------------------------------------------ pieces
     def _shared_gram(self, X: np.ndarray) -> _ExactGram | _LowRankGram:
-        """K's shared form for every class: exact (K, K²) or low rank (module docstring), per ``solver``."""
+        """K's shared form for every class: exact (K, K²) up to AUTO_EXACT_MAX_N points, else low rank.
+
+        The low-rank path gives way to the exact one when the factor would need more than AUTO_MAX_RANK_FRACTION
+        of ℓ columns and the exact path fits in memory (module docstring).
+        """
         n = X.shape[0]
-        exact_bytes = 24.0 * (n + 1) ** 2
-        if self.solver == "exact" or (self.solver == "auto" and n <= AUTO_EXACT_MAX_N):
+        if n <= AUTO_EXACT_MAX_N:
             return self._exact_gram(X)
-        max_rank = min(int(self.max_rank), n)
-        fallback = self.solver == "auto" and exact_bytes <= self.max_memory_gb * 2**30
+        tol = self._lowrank_tol()
+        max_rank = min(MAX_RANK, n)
+        fallback = 24.0 * (n + 1) ** 2 <= self.max_memory_gb * 2**30
         limit = min(max_rank, max(1, int(AUTO_MAX_RANK_FRACTION * n))) if fallback else max_rank
-        gram = self._lowrank_gram(X, limit)
-        if fallback and gram.rank >= limit and gram.residual > self._lowrank_tol() and limit < max_rank:
+        gram = self._lowrank_gram(X, limit, tol)
+        if fallback and gram.rank >= limit and gram.residual > tol and limit < max_rank:
             self._log(f"low-rank factor reached rank {gram.rank} of {n} points: the exact path instead")
             del gram
             return self._exact_gram(X)
         return gram
 
     def _lowrank_tol(self) -> float:
-        """``lowrank_tol`` resolved: "auto" is ``AUTO_LOWRANK_TOL`` with ``rho="auto"``, else ``MODEL_LOWRANK_TOL``."""
-        if self.lowrank_tol != "auto":
-            return float(self.lowrank_tol)
+        """Return the low-rank factor's tolerance: coarse where it only ranks the points (``rho="auto"``), else fine."""
         return AUTO_LOWRANK_TOL if self.rho == "auto" else MODEL_LOWRANK_TOL
 
     def _exact_gram(self, X: np.ndarray) -> _ExactGram:
@@ -965,15 +908,16 @@ class LqKFD(SparseKernelClassifier):
             KK = row_gram_lower(K)
         return _ExactGram(K=K, KK=KK, col_sums=K.sum(axis=0))
 
-    def _lowrank_gram(self, X: np.ndarray, max_rank: int) -> _LowRankGram:
+    def _lowrank_gram(self, X: np.ndarray, max_rank: int, tol: float) -> _LowRankGram:
+        """K ≈ GGᵀ to ``tol`` (at most ``max_rank`` columns), its QR and P (module docstring)."""
         n = X.shape[0]
         width = max_rank + 1
         check_memory(
             8.0 * (3.0 * n * width + 3.0 * width**2),
             self.max_memory_gb,
-            f"LqKFD low-rank path with {n} training points and max_rank={max_rank} (factor, its QR and P)",
+            f"LqKFD low-rank path with {n} training points and a factor of up to {max_rank} columns (its QR and P)",
         )
-        factor_t, residual = _pivoted_cholesky(self.kernel_, X, max_rank, self._lowrank_tol())
+        factor_t, residual = _pivoted_cholesky(self.kernel_, X, max_rank, tol)
         r = factor_t.shape[0]
         self._log(f"pivoted Cholesky: rank {r} of {n}, largest residual diagonal {residual:.3g}")
         with blas_section(2.0 * n * (r + 1) ** 2):  # QR and P: BLAS threads, Numba one
@@ -1117,7 +1061,7 @@ class LqKFD(SparseKernelClassifier):
 
         The one loop of both paths: ``gram`` (:class:`_ExactGram` or
         :class:`_LowRankGram`) solves the active system and evaluates J (and,
-        exact path, the outputs on the way). With ``accelerate`` each iteration
+        exact path, the outputs on the way). With ``rho="auto"`` each iteration
         is a SQUAREM cycle of eq. (8) steps (:meth:`_squarem_cycle`), else one
         step; a pruning follows either, and J never increases.
         """
@@ -1169,7 +1113,7 @@ class LqKFD(SparseKernelClassifier):
                 solves += 1
             # Pruning is not an MM step: keep only a pruning that does not raise J,
             # so that J never increases (the rest shrink further first).
-            kept = _monotone_prune(active, omega, float(self.prune_tol), penalize, j_new, pruned, prefix)
+            kept = _monotone_prune(active, omega, PRUNE_TOL, penalize, j_new, pruned, prefix)
             if kept is not None:
                 active, omega, j_new, state = kept
             j_history.append(j_new)
@@ -1221,8 +1165,8 @@ class LqKFD(SparseKernelClassifier):
         return w2, j2, state2, 3
 
     def _accelerates(self) -> bool:
-        """``accelerate`` resolved: "auto" accelerates with ``rho="auto"`` (the MM fits rank points there)."""
-        return self.rho == "auto" if self.accelerate == "auto" else bool(self.accelerate)
+        """Whether the steps run in SQUAREM cycles: with ``rho="auto"``, where the MM fits only rank the points."""
+        return self.rho == "auto" or ACCELERATE_FIXED_RHO
 
     # --------------------------------------------------------------- fit hooks
     def _fit_binary(self, X, y, rng):

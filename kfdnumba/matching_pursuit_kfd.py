@@ -55,35 +55,32 @@ Two representations of K̃:
   column). The pseudo criteria need only ``g = K̃(e₊/ℓ₊ - e₋/ℓ₋)``, as
   ``B_i = g_i²``, and g is updated in O(ℓ) per deflation term. Time per basis
   O(ℓ²) (one read-write pass for pseudo/random, two passes for the W criteria);
-  memory 8ℓ² bytes, refused above ``max_memory_gb``.
+  memory 8ℓ² bytes, while they fit ``max_memory_gb`` (``DENSE_BUDGET_SHARE``).
 * ``implicit`` (beyond the paper): K is replaced by a Nyström approximation on
-  m random landmarks, ``K ≈ ΦΦᵀ`` (Φ ℓ × r: a pivoted Cholesky factor of the
-  landmarks' kernel matrix keeps the r ≤ m of them it needs, ``nystroem_map``),
-  and the deflated kernel is kept as ``K̃ = Φ A Φᵀ`` with A (r × r) starting
-  at I: every deflation above is a
-  rank-one/two correction of A (x = Φa, v = Φ(AΦᵀΦa)). ``W_i = ||(ΦAC)_i||²``
-  with ``CCᵀ`` the class scatter of Φ's rows, kept up to date by rank-one
-  updates. Time per basis O(ℓr + r²); memory O(ℓr). The chosen bases still get
-  exact Nyström features on the original kernel; the approximation only
-  steers the selection (benchmarks/matching_pursuit_kfd.py measures its cost).
+  m random landmarks (``DEFAULT_MIN_LANDMARKS``, ``LANDMARKS_PER_BASIS``),
+  ``K ≈ ΦΦᵀ`` (Φ ℓ × r: a pivoted Cholesky factor of the landmarks' kernel
+  matrix keeps the r ≤ m of them it needs, ``nystroem_map``), and the
+  deflated kernel is kept as ``K̃ = Φ A Φᵀ`` with A (r × r) starting at I:
+  every deflation above is a rank-one/two correction of A (x = Φa,
+  v = Φ(AΦᵀΦa)). ``W_i = ||(ΦAC)_i||²`` with ``CCᵀ`` the class scatter of Φ's
+  rows, kept up to date by rank-one updates. Time per basis O(ℓr + r²);
+  memory O(ℓr). The chosen bases still get exact Nyström features on the
+  original kernel; the approximation only steers the selection
+  (benchmarks/matching_pursuit_kfd.py measures its cost).
   With m = ℓ it reproduces the dense path.
 
 ``n_candidates`` scores only a random subset of that many candidates per round.
 ``n_candidates="auto"`` (the default) scores all of them on the dense K̃ while
 ℓ ≤ ``AUTO_EXHAUSTIVE_MAX_N`` = 1200, and above it κ = 59 (Lemma 2 of Mika,
-Smola & Schölkopf 2001) on the implicit K̃ (``deflated_kernel="auto"``), so a
-basis costs O(ℓr) and nothing ℓ × ℓ is formed. On Banana-like data (σ = 0.7,
-8 seeds, 10 000 test points) the dense path was faster up to 1 200 points
-(23 against 31 ms there, test error 9.98 against 10.09 %) and the implicit one
-from 1 500 on (44 against 95 ms; 2 000: 49 against 126 ms; 3 000: 56 against
-211 ms), at the same test error within 0.06 points there.
+Smola & Schölkopf 2001) on the implicit K̃, so a basis costs O(ℓr) and nothing
+ℓ × ℓ is formed: on Banana-like data the dense path was the faster up to
+1 200 points and the implicit one from 1 500 on, at the same test error within
+0.06 points.
 
 The ``random`` criterion never reads K̃, so it builds no kernel matrix and skips
 the deflation (which could not change its choice): it is the randomised
 Nyström method, O(ℓk²) time. It takes the points of one random permutation in
-order (before the thirteenth session, above 1 200 points, each round drew κ
-candidates and took the earliest of them in the permutation: the same
-distribution, a draw per round more); in memory, on data of at least
+order; in memory, on data of at least
 ``RANDOM_PREFETCH_MIN_DIM`` features, the kernel rows of its next
 ``RANDOM_PREFETCH`` points are computed at once, with the products the
 leave-one-out path needs.
@@ -91,8 +88,8 @@ leave-one-out path needs.
 On a row-chunked dask array (``kfdnumba._dask``, "distributed matching-pursuit
 fit") the same selection runs with the candidate subset on the implicit K̃:
 :func:`select_bases` reads the data through a source (:class:`_MemoryBases` or
-:class:`_DaskBases`) and the candidate pool is the sorted list of picked points
-(:class:`_CandidatePool`, the same draws as an ℓ-length mask); the engine there,
+``kfdnumba._dask_fit.DaskBases``) and the candidate pool is the sorted list of
+picked points (:class:`_CandidatePool`, the same draws as an ℓ-length mask); the engine there,
 :class:`_ClientDeflatedKernel`, holds ``ΦᵀΦ`` and ``Φᵀd`` reduced over the chunks
 and makes the κ candidates' rows of Φ from their points, so the client holds
 nothing ℓ-long but the random criterion's permutation (4 bytes per point).
@@ -143,46 +140,37 @@ CRITERIA = ("optimal", "pseudo", "random", "reverse", "reverse_pseudo")
 DEFLATIONS = ("none", "hotelling", "projection", "schur", "ortho_hotelling", "ortho_projection", "ortho_schur")
 #: A candidate whose Schur complement in K[I ∪ {i}, I ∪ {i}] is below this times k(x_i, x_i) is skipped.
 DEPENDENCE_TOL = 1e-10
-#: Landmarks of the implicit representation when ``n_landmarks`` is None: min(ℓ, max(this, 4k)) for a fixed
-#: ``n_bases=k``; with ``n_bases="auto"`` min(ℓ, max(this, max_bases)), enough rank for the cap. (4 · max_bases,
-#: 800 landmarks, spent a third of the fit at ℓ = 10⁴-10⁵ on Φ for a selection that leave-one-out priced
-#: below random points on Banana-like data; 500: 279 → 165 ms at ℓ = 20 000, the same test error ± 0.1;
-#: USPS, σ = 8: 27.9 → 20.9 s, test error 5.33 → 5.43 %, 2 of 2 007 test points.)
+#: Landmarks of the implicit representation: min(ℓ, max(this, LANDMARKS_PER_BASIS · k)) for a fixed ``n_bases=k``;
+#: with ``n_bases="auto"`` min(ℓ, max(this, max_bases)), enough rank for the cap (against 4 · max_bases: 279 → 165 ms
+#: at ℓ = 20 000, the same test error ± 0.1).
 DEFAULT_MIN_LANDMARKS = 500
+LANDMARKS_PER_BASIS = 4  # landmarks of the implicit deflated kernel per basis of a fixed n_bases (at least the above)
+DENSE_BUDGET_SHARE = 1.0  # the deflated kernel is the dense ℓ × ℓ one while it fits this share of max_memory_gb
 #: Pending deflation terms the dense path holds before it writes them into K̃ (at least 2·stage).
 PENDING_TERMS = 8
 #: κ of ``n_candidates="auto"`` above ``AUTO_EXHAUSTIVE_MAX_N`` (Lemma 2 of Mika, Smola & Schölkopf 2001).
 AUTO_CANDIDATES = 59
 #: ``n_candidates="auto"`` scores every candidate on the dense K̃ up to this ℓ, and above it κ =
-#: AUTO_CANDIDATES on the implicit K̃: where the dense path stops being the faster (module docstring; 2000
-#: before the implicit features came from a pivoted Cholesky, which made that path a third faster).
+#: AUTO_CANDIDATES on the implicit K̃: where the dense path stops being the faster (module docstring).
 AUTO_EXHAUSTIVE_MAX_N = 1200
 #: ``criterion="auto"``: the selections tried, each priced by its leave-one-out path ...
 AUTO_CRITERIA = ("pseudo", "random")
-#: ... on at most this many points (the rows the selection runs on); above, the random selection alone. There the
-#: pseudo selection scores κ = 59 random candidates on the implicit K̃ and was never better (fifteenth session, one
-#: process, ``benchmarks/RESULTS.md``): Banana-like data at 2 000-2·10⁴ points (3 seeds each) 9.59-9.75 % with
-#: both against 9.63-9.71 % with the random one alone, twonorm / ringnorm at 2 000 and 5 000 points the same
-#: within 0.1 point, USPS digits 4.93 against 4.86 % and odd/even digits 3.37 against 3.19 % (3 seeds), for 2-5×
-#: the fit time (USPS 21 against 13 s; Banana-like, 5 000 points, 69-90 against 20-26 ms). The random selection
-#: keeps more points on some sets (USPS odd/even 397 against 499 on average, twonorm at 2 000 points 12 against 22).
+#: ... on at most this many points (the rows the selection runs on); above, the random selection alone: there the
+#: pseudo selection scores κ = 59 random candidates on the implicit K̃ and was never more accurate, at 2-5× the
+#: fit time (Banana-like data, twonorm, ringnorm, USPS; ``benchmarks/matching_pursuit_kfd.py --parts criteria``).
 AUTO_CRITERIA_MAX_N = AUTO_EXHAUSTIVE_MAX_N
 #: The random selection in memory computes the kernel rows of this many upcoming points of its order at once,
 #: with their products with the accepted rows and among themselves (one kernel block and two GEMMs instead of
 #: a block and a product over every accepted row per basis; what the leave-one-out path needs) ...
 RANDOM_PREFETCH = 16
-#: ... on data of at least this many features, where a kernel row alone reads all of X (thirteenth session,
-#: criterion="random": USPS, 256 features, odd/even 1.51 → 1.34 s, digits 17.5 → 14.7 s; ringnorm, 8 000 points,
-#: 20 / 40 features 3-4 % faster, 8 features 3 % slower; Banana-like, 2 features, 2-14 % slower).
+#: ... on data of at least this many features, where a kernel row alone reads all of X (USPS, 256 features:
+#: 12-16 % faster; 8 features or fewer: slower).
 RANDOM_PREFETCH_MIN_DIM = 17
 #: ``criterion="auto"`` keeps the smaller model when its leave-one-out error is within this fraction of the best.
 AUTO_CRITERION_RTOL = 0.01
-#: :func:`nystroem_map` keeps pivots until every residual diagonal is at most this × the largest diagonal. At
-#: 1e-12 (before the tenth session) Banana-like data at 5 000 points kept 238 of 500 landmarks, at 1e-8 166:
-#: MatchingPursuitKFD's fit took 21.6 → 15.8 MB above its base (10⁴ points: 22.9 → 15.8) and 5-15 % less
-#: time, the same test error within 0.1 point (3 seeds at 2 000-10⁴ points) and the same models on USPS
-#: odd/even digits (the rank stays at the 500 landmarks there). The features only steer the selection;
-#: the chosen bases get exact features.
+#: :func:`nystroem_map` keeps pivots until every residual diagonal is at most this × the largest diagonal (against
+#: 1e-12: a quarter less memory and 5-15 % less time, the same test error within 0.1 point). The features only
+#: steer the selection; the chosen bases get exact features.
 NYSTROEM_RTOL = 1e-8
 
 
@@ -446,10 +434,8 @@ def nystroem_map(W: np.ndarray, rtol: float = NYSTROEM_RTOL) -> tuple[np.ndarray
     residual diagonal is at most ``rtol · max diag W``; ``T = R⁻¹`` (r × r,
     upper triangular), so ``ΦΦᵀ = K[:, L_r] W_rr⁻¹ K[L_r, :]``, the Nyström
     approximation on the r pivots: W itself is reproduced within that residual,
-    and the other landmarks' kernel columns are never needed. (With an
-    eigendecomposition of W and the ℓ × m × r product with its scaled
-    eigenvectors, the earlier map, the implicit engine took 49-67 ms to build at
-    ℓ = 5 000, m = 500; with this one 16 ms, old and new code in turn.)
+    and the other landmarks' kernel columns are never needed (a third of the
+    time of a map by an eigendecomposition of W at ℓ = 5 000, m = 500).
     """
     W = np.asarray(W, dtype=np.float64)
     top = float(np.max(np.diag(W), initial=0.0))
@@ -660,6 +646,148 @@ class _MemoryBases:
         return True
 
 
+class _GreedyBases:
+    """The state of one MPKFDA selection (:func:`select_bases`) and the named steps of its rounds.
+
+    ``L`` is the lower Cholesky factor of ``K[I, I]`` on the original kernel (grown as bases come), ``Q`` the
+    orthonormal earlier deflation vectors as rows (``ortho_*``), ``order`` the random criterion's permutation.
+    """
+
+    def __init__(self, engine, source, criterion: str, deflation: str, k: int, stage: int, rng, record: bool):
+        self.engine, self.source, self.rng = engine, source, rng
+        self.criterion, self.deflation, self.k, self.stage, self.record = criterion, deflation, k, stage, record
+        self.pool = _CandidatePool(source.n)
+        self.L = np.zeros((min(k, INITIAL_STORE_ROWS),) * 2)
+        self.bases: list[int] = []
+        self.Q, self.n_q = None, 0
+        self.vectors = []  # deflation vectors x (ℓ-space), when recorded
+        self.n_rejected = self.n_rounds = 0
+        self.floor = None  # of the W criteria's denominators, from the first scoring
+        self.static_scores = None  # deflation="none": the scores never change
+        self.order, self.next_at = None, 0
+        if criterion == "random":  # uniform without replacement: the points in one random permutation's order
+            self.order = rng.permutation(source.n)
+            if source.n < 2**31:  # held for the whole selection: 4 bytes per point (on dask the client's only one)
+                self.order = self.order.astype(np.int32)
+        random_prefetch = criterion == "random" and getattr(source, "prefetches", False)
+        self.prefetch = source.prefetch if random_prefetch else None
+
+    def take(self, j: int) -> bool:
+        """Accept pick j unless it depends on the chosen bases or the source refuses it (row m of L)."""
+        self.pool.remove(j)
+        m = len(self.bases)
+        cross, kjj = self.source.kernel_entries(j, m)
+        tol = DEPENDENCE_TOL * max(kjj, 1e-300)
+        if m == self.L.shape[0]:
+            self.L = grown_square(self.L, m, self.k)
+        rho = cholesky_append(self.L, m, cross, kjj, tol)
+        if not rho > tol or not self.source.accept(j, m):
+            self.n_rejected += 1  # dependent on the chosen ones (row m of L is overwritten by the next)
+            return False
+        self.bases.append(j)
+        return True
+
+    def random_round(self) -> bool:
+        """Take the next points of the random order until ``stage`` are accepted (False: the source stopped)."""
+        order, n = self.order, self.source.n
+        if self.source.begin_round(order[self.next_at :], int(order[self.next_at])) is None:
+            return False
+        want = min(self.stage, self.k - len(self.bases))
+        picked = 0
+        while picked < want and self.next_at < n:
+            if self.prefetch is not None:
+                self.prefetch(order, self.next_at, len(self.bases))
+            j = int(order[self.next_at])
+            self.next_at += 1
+            picked += self.take(j)
+        return True
+
+    def draw(self, n_candidates: int | None):
+        """Return the round's candidates and the source's view of them, or None when the source stopped.
+
+        On dask the source stops when the PRESS of the last basis, which comes with the round, stopped the
+        path: the draw is then taken back, as in memory, where the round is never drawn.
+        """
+        draw_state = self.rng.bit_generator.state if self.source.distributed else None
+        cand = self.pool.draw(self.rng, n_candidates)
+        points = self.source.begin_round(cand, None)
+        if points is None:
+            self.rng.bit_generator.state = draw_state
+            return None
+        return cand, points
+
+    def scores(self, cand: np.ndarray, points) -> np.ndarray:
+        """Score the candidate columns of the deflated kernel by the criterion (-inf for a NaN, never picked)."""
+        engine, criterion, deflation = self.engine, self.criterion, self.deflation
+        if self.source.distributed:
+            score = _criterion_scores(criterion, *engine.candidate_scores(cand, points), None)
+        else:
+            if deflation == "none" and self.static_scores is not None:
+                full = self.static_scores
+            else:
+                scored = self.pool.mask() if deflation == "none" else self.pool.mask(cand)  # without it: fixed
+                between, within = engine.scores(np.ascontiguousarray(scored, dtype=np.uint8))
+                if self.floor is None and within is not None:
+                    self.floor = 1e-12 * max(float(within.max()), 1e-300)
+                full = _criterion_scores(criterion, between, within, self.floor)
+                if deflation == "none":
+                    self.static_scores = full
+            score = full[cand]
+        finite = np.isfinite(score)
+        if not finite.any():  # no pick could leave the pool: the round would repeat forever
+            raise ValueError(
+                "no candidate basis has a finite selection score (the kernel values overflow or are not finite); "
+                "scale X, or choose another kernel or sigma."
+            )
+        return np.where(finite, score, -np.inf)  # a NaN score is never picked (argmax would return it first)
+
+    def accept(self, cand: np.ndarray, score: np.ndarray) -> list[int]:
+        """Accept the best-scored candidates, in order, until ``stage`` are taken or none is left."""
+        picks: list[int] = []
+        want = min(self.stage, self.k - len(self.bases))
+        while len(picks) < want:
+            at = int(np.argmax(score))
+            if not np.isfinite(score[at]):
+                break
+            score[at] = -np.inf
+            j = int(cand[at])
+            if self.take(j):
+                picks.append(j)
+        return picks
+
+    def deflation_vectors(self, picks: list[int]) -> list[np.ndarray]:
+        """Return the unit vectors ``x = τ/||τ||`` of the picks' deflated columns (``ortho_*``: after eq. 18)."""
+        engine = self.engine
+        xs = []
+        for tau in engine.columns(picks):
+            norm = np.sqrt(max(engine.inner(tau, tau), 0.0))
+            if not norm > 1e-12 * engine.scale:
+                continue  # a null column of K̃: nothing to deflate
+            x = tau / norm
+            if self.deflation.startswith("ortho_"):
+                if self.Q is None:
+                    self.Q = np.zeros((self.k, x.shape[0]))
+                Q = self.Q[: self.n_q]
+                for _ in range(2):  # classical, twice
+                    x = x - engine.inner_many(Q, x) @ Q
+                qn = np.sqrt(max(engine.inner(x, x), 0.0))
+                if not qn > 1e-8:
+                    continue  # already spanned by the earlier vectors
+                x = x / qn
+                self.Q[self.n_q] = x
+                self.n_q += 1
+            xs.append(x)
+            if self.record:
+                self.vectors.append(engine.to_ell(x))
+        return xs
+
+    def result(self) -> _Selection:
+        m = len(self.bases)
+        C = self.source.C[:m] if not self.source.distributed else None
+        bases = np.asarray(self.bases, dtype=np.intp)
+        return _Selection(bases, self.L[:m, :m].copy(), C, self.n_rejected, self.n_rounds, self.vectors)
+
+
 def select_bases(
     engine,
     kernel,
@@ -678,138 +806,41 @@ def select_bases(
 ) -> _Selection:
     """Greedy MPKFDA selection (Algorithm 1) on a deflated-kernel engine.
 
-    With a leave-one-out ``path`` (``kfdnumba._loo.LooPath``) every accepted
-    basis's kernel column is appended to it, and the selection stops when the
-    path says so (``path.done``). ``source``: where the kernel rows of the
-    picks come from (None: X in memory, :class:`_MemoryBases`; a fit on dask
-    passes a :class:`_DaskBases`, and X is not used).
+    Each round scores the candidate columns of the deflated kernel, accepts the ``stage`` best and deflates
+    the kernel with them, until ``n_bases`` are chosen or the pool is empty. With a leave-one-out ``path``
+    (``kfdnumba._loo.LooPath``) every accepted basis's kernel column is appended to it, and the selection
+    stops when the path says so (``path.done``). ``source``: where the kernel rows of the picks come from
+    (None: X in memory, :class:`_MemoryBases`; a fit on dask passes a ``kfdnumba._dask_fit.DaskBases`` and no X).
     """
     if source is None:
         source = _MemoryBases(kernel, X, min(n_bases, X.shape[0]), path)
-    n = source.n
-    k = min(n_bases, n)
-    pool = _CandidatePool(n)
-    order, next_at = None, 0
-    if criterion == "random":  # uniform without replacement: the points in one random permutation's order
-        order = rng.permutation(n)
-        if n < 2**31:  # held for the whole selection: 4 bytes per point (on dask the client's only ℓ-long array)
-            order = order.astype(np.int32)
-    prefetch = source.prefetch if criterion == "random" and getattr(source, "prefetches", False) else None
-    L = np.zeros((min(k, INITIAL_STORE_ROWS),) * 2)  # grown as bases come
-    bases: list[int] = []
-    ortho = deflation.startswith("ortho_")
-    Q = None  # orthonormal earlier deflation vectors as rows (ortho_*)
-    n_q = 0
-    vectors = []
-    n_rejected = 0
-    n_rounds = 0
-    floor = None
-    static_scores = None
-
-    def take(j: int) -> bool:  # the dependence check and the source's acceptance of pick j (row m of L)
-        nonlocal L, n_rejected
-        pool.remove(j)
-        m = len(bases)
-        cross, kjj = source.kernel_entries(j, m)
-        tol = DEPENDENCE_TOL * max(kjj, 1e-300)
-        if m == L.shape[0]:
-            L = grown_square(L, m, k)
-        rho = cholesky_append(L, m, cross, kjj, tol)
-        if not rho > tol or not source.accept(j, m):
-            n_rejected += 1  # dependent on the chosen ones (row m of L is overwritten by the next)
-            return False
-        bases.append(j)
-        return True
-
-    while len(bases) < k and pool.size and not (path is not None and path.done):
-        n_rounds += 1
-        draw_state = rng.bit_generator.state if source.distributed else None
-        if criterion == "random":  # no draw: the next points of the order (every candidate scored: the same)
-            cand = order[next_at:]
-            points = source.begin_round(cand, int(order[next_at]))
-            if points is None:
-                n_rounds -= 1
+    k = min(n_bases, source.n)
+    run = _GreedyBases(engine, source, criterion, deflation, k, stage, rng, record)
+    while len(run.bases) < k and run.pool.size and not (path is not None and path.done):
+        run.n_rounds += 1
+        if criterion == "random":  # no scores: the next points of the order; K̃ never read, never deflated
+            if not run.random_round():
+                run.n_rounds -= 1
                 break
-            want = min(stage, k - len(bases))
-            picked = 0
-            while picked < want and next_at < n:
-                if prefetch is not None:
-                    prefetch(order, next_at, len(bases))
-                j = int(order[next_at])
-                next_at += 1
-                picked += take(j)
             if progress is not None:
-                progress.update(len(bases))
-            continue  # random picks never look at K̃: its deflation would change nothing
-        cand = pool.draw(rng, n_candidates)
-        points = source.begin_round(cand, None)
-        if points is None:  # dask: the PRESS of the last basis, which came with this round, stopped the path
-            rng.bit_generator.state = draw_state  # as in memory, where the round is never drawn
-            n_rounds -= 1
+                progress.update(len(run.bases))
+            continue
+        drawn = run.draw(n_candidates)
+        if drawn is None:  # dask: the last basis's PRESS, which came with the round, stopped the path
+            run.n_rounds -= 1
             break
-        if source.distributed:
-            score = _criterion_scores(criterion, *engine.candidate_scores(cand, points), None)
-        else:
-            if deflation == "none" and static_scores is not None:
-                full = static_scores
-            else:
-                scored = pool.mask() if deflation == "none" else pool.mask(cand)  # scores never change without it
-                between, within = engine.scores(np.ascontiguousarray(scored, dtype=np.uint8))
-                if floor is None and within is not None:
-                    floor = 1e-12 * max(float(within.max()), 1e-300)
-                full = _criterion_scores(criterion, between, within, floor)
-                if deflation == "none":
-                    static_scores = full
-            score = full[cand]
-        finite = np.isfinite(score)
-        if not finite.any():  # no pick could leave the pool: the round would repeat forever
-            raise ValueError(
-                "no candidate basis has a finite selection score (the kernel values overflow or are not finite); "
-                "scale X, or choose another kernel or sigma."
-            )
-        score = np.where(finite, score, -np.inf)  # a NaN score is never picked (argmax would return it first)
-        picks: list[int] = []
-        want = min(stage, k - len(bases))
-        while len(picks) < want:
-            at = int(np.argmax(score))
-            if not np.isfinite(score[at]):
-                break
-            score[at] = -np.inf
-            j = int(cand[at])
-            if take(j):
-                picks.append(j)
+        cand, points = drawn
+        picks = run.accept(cand, run.scores(cand, points))  # 1. score the candidates, 2. accept the stage best
         if deflation == "none" or not picks:
             continue
-        xs = []
-        for tau in engine.columns(picks):
-            norm = np.sqrt(max(engine.inner(tau, tau), 0.0))
-            if not norm > 1e-12 * engine.scale:
-                continue  # a null column of K̃: nothing to deflate
-            x = tau / norm
-            if ortho:
-                if Q is None:
-                    Q = np.zeros((k, x.shape[0]))
-                for _ in range(2):  # Gram–Schmidt (eq. 18), classical, twice
-                    x = x - engine.inner_many(Q[:n_q], x) @ Q[:n_q]
-                qn = np.sqrt(max(engine.inner(x, x), 0.0))
-                if not qn > 1e-8:
-                    continue  # already spanned by the earlier vectors
-                x = x / qn
-                Q[n_q] = x
-                n_q += 1
-            xs.append(x)
-            if record:
-                vectors.append(engine.to_ell(x))
-        engine.deflate(xs, deflation)
+        engine.deflate(run.deflation_vectors(picks), deflation)  # 3. deflate K̃ (eqs. 15-19)
         if progress is not None:
-            progress.update(len(bases))
-        if log is not None and (len(bases) % 10 == 0 or len(bases) == k):
-            log(f"round {n_rounds}: {len(bases)} bases")
-    if log is not None and path is not None and path.done:
+            progress.update(len(run.bases))
+        if log is not None and (len(run.bases) % 10 == 0 or len(run.bases) == k):
+            log(f"round {run.n_rounds}: {len(run.bases)} bases")
+    if log is not None and path is not None and path.done:  # 4. stop: k bases, an empty pool or the path
         log(f"stop: {stop_reason(path)}")
-    m = len(bases)
-    C = source.C[:m] if not source.distributed else None
-    return _Selection(np.asarray(bases, dtype=np.intp), L[:m, :m].copy(), C, n_rejected, n_rounds, vectors)
+    return run.result()
 
 
 def fisher_on_nystroem(L: np.ndarray, C: np.ndarray, y: np.ndarray, mu: float):
@@ -852,9 +883,8 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         PRESS of the equivalent ridge fit, ``kfdnumba._loo``) has not improved
         for ``patience`` bases, and the best prefix is kept.
     max_bases : int, default 500
-        Cap of ``n_bases="auto"`` (the greedy methods' common cap: at 200, the
-        earlier default, USPS odd-against-even digits stopped at the cap, 3.59-4.14 %
-        test error against 3.29-3.34 % at 372-401 bases chosen by the estimate).
+        Cap of ``n_bases="auto"`` (the greedy methods' common cap: USPS
+        odd-against-even digits chose 372-401 bases by the estimate).
     patience : int or "auto", default "auto"
         Bases without a better leave-one-out error before ``n_bases="auto"`` stops.
         "auto": 10, or up to a quarter of the bases so far while the best
@@ -866,14 +896,12 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         kernel) runs the ``pseudo`` selection and the ``random`` one
         (randomised Nyström), each with its leave-one-out path, and keeps
         the smaller model unless the other's leave-one-out error is lower by
-        more than 1 % (``criterion_`` tells which). The class-mean criteria
+        more than 1 % (``criterion_`` tells which): the class-mean criteria
         find nothing useful when the classes differ in spread rather than in
-        mean (ringnorm: 3.0 % against 2.1 % for random bases), and random
-        bases need many more points elsewhere (twonorm, 400 points: 135
-        against 15). Above 1200 points "auto" is the ``random`` selection
-        alone: there ``pseudo`` scores 59 random candidates per round and was
-        no better in any measurement, at 2-5× the fit time (see
-        ``AUTO_CRITERIA_MAX_N``).
+        mean, and random bases need many more points elsewhere. Above 1200
+        points "auto" is the ``random`` selection alone (``pseudo``, scoring
+        59 random candidates per round there, was no more accurate at 2-5×
+        the fit time).
     deflation : {"none", "hotelling", "projection", "schur", "ortho_hotelling", \
 "ortho_projection", "ortho_schur"}, default "ortho_schur"
         How the kernel is deflated after each chosen basis.
@@ -893,27 +921,22 @@ class MatchingPursuitKFD(SparseKernelClassifier):
     n_candidates : int, None or "auto", default "auto"
         Score only this many random candidates per round (None: all).
         "auto": all while ℓ ≤ ``AUTO_EXHAUSTIVE_MAX_N`` = 1200, above it
-        κ = 59 with the implicit deflated kernel (when ``deflated_kernel`` is
-        "auto"), O(ℓr) per basis and nothing ℓ × ℓ. The ``random`` criterion
-        scores nothing: it takes the points of one random permutation in order
-        (uniform without replacement) whatever ``n_candidates`` is.
-    deflated_kernel : {"auto", "dense", "implicit"}, default "auto"
-        ``dense`` keeps the ℓ × ℓ deflated kernel (the paper's algorithm),
-        ``implicit`` a Nyström representation ``ΦAΦᵀ`` of rank r ≤ m; ``auto`` is
-        implicit above 1200 points with ``n_candidates="auto"``, else dense
-        when 8ℓ² bytes fit in ``max_memory_gb``.
-    n_landmarks : int or None, default None
-        m of the implicit representation (None: min(ℓ, max(500, 4k)) for
-        an int ``n_bases=k``, min(ℓ, max(500, max_bases)) with "auto").
+        κ = 59 on the implicit deflated kernel (module docstring), O(ℓr) per
+        basis and nothing ℓ × ℓ. The ``random`` criterion scores nothing: it
+        takes the points of one random permutation in order (uniform without
+        replacement) whatever ``n_candidates`` is.
     max_memory_gb : float, default 4.0
-        Budget of the dense ℓ × ℓ matrix (and of Φ on the implicit path). On
-        a dask array: what each worker's share of the accepted kernel columns
-        may take (beyond it they are recomputed each round). Dask arrays are
-        fitted with κ candidates on the implicit deflated kernel (the defaults
-        above 1200 points); refused there: the dense deflated kernel, every
-        point as a candidate, ``criterion`` "optimal"/"reverse",
-        ``threshold="bayes"`` and the fit without the leave-one-out path
-        (``kfdnumba._dask``).
+        Budget of the dense ℓ × ℓ deflated kernel (the paper's algorithm),
+        kept while its 8ℓ² bytes fit (with ``n_candidates="auto"``, up to
+        1200 points); else the deflated kernel is the implicit ``ΦAΦᵀ`` on m =
+        min(ℓ, max(500, 4k)) random landmarks (k = ``n_bases``; ``max_bases``
+        with "auto"), whose Φ the budget also bounds. On a dask array: what
+        each worker's share of the accepted kernel columns may take (beyond it
+        they are recomputed each round). Dask arrays are fitted with κ
+        candidates on the implicit deflated kernel (the defaults above 1200
+        points); refused there: the dense deflated kernel, every point as a
+        candidate, ``criterion`` "optimal"/"reverse", ``threshold="bayes"``
+        and the fit without the leave-one-out path (``kfdnumba._dask``).
     selection_rows : int, None or "auto", default "auto"
         Above this many training points (auto: 5000) the bases and their
         number are chosen on a stratified random subset of that many rows, and
@@ -948,8 +971,6 @@ class MatchingPursuitKFD(SparseKernelClassifier):
     mu: float | str = "auto"
     threshold: str = "auto"
     n_candidates: int | str | None = "auto"
-    deflated_kernel: str = "auto"
-    n_landmarks: int | None = None
     max_memory_gb: float = 4.0
 
     _parameter_constraints: ClassVar[dict] = {
@@ -962,8 +983,6 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         "mu": [Interval("real", 0, None, "neither"), Options(("auto",))],
         "threshold": [Options(("auto", "midpoint", "bayes"))],
         "n_candidates": [Options(("auto", None)), Interval("int", 1, None)],
-        "deflated_kernel": [Options(("auto", "dense", "implicit"))],
-        "n_landmarks": [Options((None,)), Interval("int", 1, None)],
         "max_memory_gb": [Interval("real", 0, None, "neither")],
     }
     search_grid: ClassVar[dict] = {
@@ -995,17 +1014,15 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         return self.n_candidates
 
     def _representation(self, n: int) -> str:
-        if self.deflated_kernel != "auto":
-            return self.deflated_kernel
+        """Return the deflated kernel for ℓ = n: "dense" (ℓ × ℓ, the paper's) or "implicit" (ΦAΦᵀ on landmarks)."""
         if self.n_candidates == "auto" and n > AUTO_EXHAUSTIVE_MAX_N:
             return "implicit"  # O(ℓm) per basis, with the candidate subset
-        return "dense" if 8.0 * n * n <= self.max_memory_gb * 2**30 else "implicit"
+        return "dense" if 8.0 * n * n <= DENSE_BUDGET_SHARE * self.max_memory_gb * 2**30 else "implicit"
 
     def _n_landmarks(self, n: int) -> int:
+        """Landmarks m of the implicit deflated kernel: enough rank for the bases the fit may choose."""
         k = self._basis_cap(n)
-        if self.n_landmarks is not None:
-            return min(self.n_landmarks, n)
-        return min(max(DEFAULT_MIN_LANDMARKS, k if self.n_bases == "auto" else 4 * k), n)
+        return min(max(DEFAULT_MIN_LANDMARKS, k if self.n_bases == "auto" else LANDMARKS_PER_BASIS * k), n)
 
     def _landmarks(self, n: int, rng) -> np.ndarray:
         """Draw the implicit representation's landmarks (sorted training indices)."""
@@ -1196,6 +1213,7 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         else:
             return None
         return (
-            f"criterion={self.criterion!r} with these options and {n} points: {what}; pass n_candidates=59 and "
-            f"deflated_kernel='implicit' (the defaults above {AUTO_EXHAUSTIVE_MAX_N} points) or compute X"
+            f"criterion={self.criterion!r} with these options and {n} points: {what}; the distributed selection is "
+            f"n_candidates='auto''s above {AUTO_EXHAUSTIVE_MAX_N} points (κ = {AUTO_CANDIDATES} candidates on the "
+            "implicit deflated kernel): keep n_candidates='auto' there, or compute X"
         )

@@ -40,19 +40,19 @@ Gaussian class-conditionals of the training outputs, times the priors, cross.
 
 Within-class matrix, two exact paths (same nodes, same J):
 
-* ``"dense"`` keeps the Gram matrix K (8ℓ² bytes) and forms the row
+* dense: keeps the Gram matrix K (8ℓ² bytes) and forms the row
   ``N_full[p, :] = K K̄[p, :]ᵀ`` of each accepted node by one symmetric
   matrix-vector product that reads only the lower triangle of K (half the
   memory traffic of a full product), ½ℓ² multiply-adds per node. Forming all
   of ``N_full`` would cost O(ℓ³), more than O(ℓ² r) for r ≪ ℓ nodes, and
   twice the memory.
-* ``"blocked"`` never stores K: the row of each accepted node is
+* blocked: never stores K: the row of each accepted node is
   ``Kernel.gram_matvec``, for the RBF kernel with few features one fused pass
   over the lower triangle of K recomputed from X (distances, a vectorised
   exponential and both products per entry, nothing written to memory), else
   square blocks of at most 4M entries; ½ℓ²d time per node and O(ℓ) memory.
 
-``"auto"`` takes the dense path when K fits in ``max_memory_gb``. Either way a
+The dense path runs when K fits in ``max_memory_gb`` (``GRAM_BUDGET_SHARE``). Either way a
 first pass over K (in blocks) gives ``M₊``, ``M₋`` and the diagonal
 ``N_full[x, x] = ||K̄[x, :]||²`` needed to score every candidate at step 1.
 
@@ -69,27 +69,29 @@ is accepted (the same Cholesky border and leave-one-out step). A candidate
 with ρ at rounding level is never drawn again (ρ only falls as S grows). With
 κ ≥ the number of unselected points this is the exhaustive path (same nodes,
 J and α to rounding). The ``tol`` rule then reads the best *sampled* gain.
-Kept candidates (``fresh_candidates``, beyond both papers): a step draws only
-``fresh_candidates`` new points (auto: 4 of the 59 above 1 000 points, in turn by position, plus
-those that left the pool); the others keep their kernel rows, class means,
-diagonal and ``N_full[S, x]``, ``w_x`` from the last step, extended by the
-node accepted since (one product over the rows and one entry of ``w_x``
-each), so a step costs O(4·ℓ·s) instead of O(59·ℓ·s) and 4 kernel rows
-instead of 59. Each candidate is scored for at most 15 steps. With 15 new ones per step (the
-eighth session's choice) the test error on Banana-like data (6 seeds, 2 000-20 000 points) was that of
-all-new draws within a standard error, the fit 1.6-2× faster; 4 gave the test error of 15 (Banana-like,
-ringnorm, twonorm, USPS; ``AUTO_FRESH_CANDIDATES``) and fits another 13-38 % faster. None: every step
-draws κ new points.
+Kept candidates (beyond both papers): above ``kfdnumba._base.AUTO_FRESH_MIN_N``
+(1 000) points a step draws only ``AUTO_FRESH_CANDIDATES`` (4) new points, in
+turn by position, plus those that left the pool; the others keep their kernel
+rows, class means, diagonal and ``N_full[S, x]``, ``w_x`` from the last step,
+extended by the node accepted since (one product over the rows and one entry
+of ``w_x`` each), so a step costs O(4·ℓ·s) instead of O(59·ℓ·s) and 4 kernel
+rows instead of 59; each candidate is scored for at most 15 steps (the test
+error of all-new draws within a standard error, ``benchmarks/kept_candidates.py``).
+Up to 1 000 points every step draws κ new points (the paper's draws).
+With ``mu="auto"`` and ``stop="loo"``, random candidates (κ < ℓ) are scored,
+from the second node on, with the leave-one-out path's one-standard-error μ
+(the factor, q and the kept candidates' ``w_x`` are recomputed when it
+changes); when every point is scored μ stays ``AUTO_SELECTION_MU_RELATIVE`` · ℓ
+(the path's μ overfits a selection that scores every point).
 ``n_candidates="auto"`` is exhaustive up to ℓ = ``AUTO_EXHAUSTIVE_MAX_N``
-(1500: on Banana-like data the exhaustive fit took 26 ms at 1 500 points against
-35 ms sampled with 15 new candidates per step, 62 against 33 ms at 2 000, at the
-same test error within 0.1 point) and κ = 59 above. One-vs-rest on the
+(1500, where the sampled path becomes the faster at the same test error) and
+κ = 59 above. One-vs-rest on the
 sampled path (beyond the paper): every class is offered the same κ candidates
 per step, drawn from the points some active class can still use, so their
 kernel rows are computed once for all classes (sparse greedy KFD's
 one-against-the-rest, its section 4.1.3); each class scores and accepts with
 its own means, nodes and factor (:class:`_SampledNodes`), and alone on the same
-draws would make the same selection (tested). USPS, 10 classes: 8.4 → 3.9 s.
+draws would make the same selection (tested).
 
 Complexity: exhaustive, time O(ℓ²d) for the first pass plus, for r nodes,
 O(r ℓ²) (dense) or O(r ℓ²d) (blocked) for the rows and O(r² ℓ) for the
@@ -163,13 +165,8 @@ AUTO_CANDIDATES = 59
 #: ``n_candidates="auto"`` scores every candidate up to this ℓ and κ = AUTO_CANDIDATES above
 #: (benchmarks/reformative_kfd.py --scale).
 AUTO_EXHAUSTIVE_MAX_N = 1500
-#: ``fresh_candidates="auto"`` on the sampled path: new candidates per step (SparseGreedyKFD draws
-#: ``kfdnumba._base.AUTO_FRESH_CANDIDATES`` = 15). Measured against 15 (thirteenth session,
-#: benchmarks/RESULTS.md): test error the same on Banana-like data (8 seeds, 2 000-2·10⁴ points) and on
-#: ringnorm / twonorm (4 seeds, 3 000 and 8 000 points), USPS odd/even 3.07 against 3.18 % (6 seeds), USPS
-#: digits 4.91 against 4.80 % (3 seeds); the fits 13-38 % faster (ringnorm, 8 000 points: 4.8×). SparseGreedyKFD
-#: keeps 15: with 8 or 4 it lost 0.16-0.23 point on USPS odd/even.
-AUTO_FRESH_CANDIDATES = 4
+AUTO_FRESH_CANDIDATES = 4  # new candidates per sampled step above 1 000 points; the others keep their statistics
+GRAM_BUDGET_SHARE = 1.0  # the exhaustive path stores K when it fits this share of max_memory_gb, else kernel blocks
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -419,16 +416,12 @@ def _refactor(n_ss: np.ndarray, d_s: np.ndarray, mu: float):
     return L, scipy.linalg.solve_triangular(L, d_s, lower=True, check_finite=False)
 
 
-def _select_nodes(
-    scatter: _WithinScatter, mu: float, tol: float, max_nodes: int, log, path=None, progress=None, follow=False
-):
+def _select_nodes(scatter: _WithinScatter, mu: float, tol: float, max_nodes: int, log, path=None, progress=None):
     """Greedy forward selection of eqs. (13)-(20); returns nodes, α, J history, d and the μ of every node.
 
     With a leave-one-out ``path`` (``kfdnumba._loo.LooPath``) every accepted
     node's kernel column is appended to it too, and the selection stops when
-    the path says so (``path.done``). ``follow``: after each node the scoring μ
-    becomes the path's one-standard-error λ (:func:`_followed_mu`); the factor,
-    ``q`` and every candidate's ``w_x`` are then recomputed (O(ℓs²), rare).
+    the path says so (``path.done``).
     """
     n = scatter.diag.shape[0]
     cap = min(max_nodes, n)
@@ -491,21 +484,10 @@ def _select_nodes(
         if m == n_rows.shape[0]:
             n_rows, W = grown_rows(n_rows, m, cap), grown_rows(W, m, cap, axis=1)
         n_rows[m] = scatter.row(p)
-        new_mu = _followed_mu(path, mu) if follow else None
-        fresh = None if new_mu is None else _refactor(n_rows[: m + 1, nodes], d[nodes], new_mu)
-        if fresh is None:  # the same μ: extend every w_x by the new node and rescore
-            _append_node_and_score.run(
-                n * (m + 8), W, m, p, n_rows[m], L[m, m], q[m], selected, diag_mu, w_norm2, w_q, d, gains
-            )
-        else:  # a new μ: every candidate's w_x = L⁻¹ N_full[S, x] under the new factor, node m included
-            s = m + 1
-            mu, diag_mu = new_mu, scatter.diag + new_mu
-            L[:s, :s], q[:s] = fresh
-            J = float(q[:s] @ q[:s])
-            W[:, :s] = scipy.linalg.solve_triangular(L[:s, :s], n_rows[:s], lower=True, check_finite=False).T
-            np.einsum("ij,ij->i", W[:, :s], W[:, :s], out=w_norm2)
-            np.dot(W[:, :s], q[:s], out=w_q)
-            _score_candidates.run(4 * n, selected, diag_mu, w_norm2, w_q, d, gains)
+        # extend every w_x by the new node and rescore
+        _append_node_and_score.run(
+            n * (m + 8), W, m, p, n_rows[m], L[m, m], q[m], selected, diag_mu, w_norm2, w_q, d, gains
+        )
     r = len(nodes)
     alpha = back_substitution(L, r, q[:r]) if r else np.zeros(0)
     return np.asarray(nodes, dtype=np.intp), alpha, np.asarray(j_history), d, np.asarray(mus)
@@ -784,7 +766,8 @@ class ReformativeKFD(SparseKernelClassifier):
     ----------
     mu : float or "auto", default "auto"
         Ridge on the within-class matrix, ``N_full[S, S] + μI`` (paper: 0.001).
-        "auto": nodes are selected with μ = 0.01 ℓ and the final μ is
+        "auto": nodes are selected with μ = 0.01 ℓ (random candidates: with
+        the leave-one-out path's μ, see ``n_candidates``) and the final μ is
         the one of the grid ``ℓ · 10⁻⁸ … 10⁰`` with the lowest leave-one-out
         error at the chosen size (``kfdnumba._loo``: the Fisher direction is
         the ridge fit of the labels on the nodes' kernel columns).
@@ -792,9 +775,8 @@ class ReformativeKFD(SparseKernelClassifier):
         With ``stop="paper"``: stop when a new node raises J by less than
         ``tol · J`` (relative; 0 runs to ``max_nodes``).
     max_nodes : int, default 500
-        Node budget (a safety cap with ``stop="loo"``; the greedy methods' common
-        cap: at 100, the earlier default, USPS odd-against-even digits stopped
-        at the cap, 5.78-6.88 % test error against 3.54-3.64 % at 447-492 nodes).
+        Node budget (a safety cap with ``stop="loo"``, the greedy methods' common
+        cap: USPS odd-against-even digits chose 447-492 nodes).
     stop : {"loo", "paper"}, default "loo"
         "loo": stop once the leave-one-out error has not improved for
         ``patience`` nodes and keep the best prefix; "paper": the ``tol`` rule.
@@ -802,21 +784,14 @@ class ReformativeKFD(SparseKernelClassifier):
         Nodes without a better leave-one-out error before ``stop="loo"`` stops.
         "auto": 10, or up to a quarter of the nodes so far while the best
         leave-one-out error still falls by 0.05 % per node over them.
-    scatter : {"auto", "dense", "blocked"}, default "auto"
-        How rows of the within-class matrix are formed: from a stored ℓ × ℓ Gram
-        matrix (``"dense"``) or from kernel blocks recomputed per node
-        (``"blocked"``, O(ℓ) memory); ``"auto"`` is dense when it fits
-        ``max_memory_gb``. Both give the same nodes.
     max_memory_gb : float, default 4.0
-        Memory budget: of the dense Gram matrix (``scatter="auto"`` is dense when
-        it fits), of the exhaustive path's ℓ × ``max_nodes`` candidate state
-        (checked at the cap before the fit), and of the sampled path's stores of
-        every class (node rows, factors, leave-one-out paths), charged as they are
+        Memory budget: the exhaustive path stores the ℓ × ℓ Gram matrix when it
+        fits, else recomputes kernel blocks for each node's within-class row
+        (O(ℓ) memory, the same nodes); its ℓ × ``max_nodes`` candidate state is
+        checked at the cap before the fit; the sampled path's stores of every
+        class (node rows, factors, leave-one-out paths) are charged as they are
         allocated and grown (:class:`kfdnumba._base.MemoryBudget`): a growth past
-        it stops the fit with a ValueError, leaving the estimator unfitted. (4 GB
-        like the other estimators; up to the eleventh session 1 GB, checked at the
-        cap for every class, which refused the defaults on 20 classes of 20 000
-        points.)
+        it stops the fit with a ValueError, leaving the estimator unfitted.
     threshold : {"auto", "midpoint", "bayes"}, default "auto"
         ``"auto"``: where the prior-weighted Gaussian class-conditionals (pooled
         variance, separate variances when these differ beyond doubt:
@@ -828,31 +803,15 @@ class ReformativeKFD(SparseKernelClassifier):
         sizes; falls back to the midpoint when they do not cross between the centres).
     n_candidates : int, None or "auto", default "auto"
         Candidates scored per node. None: every unselected point (the
-        exhaustive recursion, ``scatter`` decides how its rows are formed);
-        an int κ: κ points drawn at random (``random_state``) from the
-        unselected ones at each step, scored from their own kernel rows, O(κℓs)
-        time per step and O(ℓ·max_nodes) memory, never an ℓ × ℓ matrix or pass
-        (``scatter`` is then unused); ``"auto"``: exhaustive up to
-        ``AUTO_EXHAUSTIVE_MAX_N`` = 1500 points, κ = 59 above.
-    fresh_candidates : int, None or "auto", default "auto"
-        On the sampled path: new candidates drawn per step; the others are the
-        last step's (in turn, each kept at most ⌈κ / fresh⌉ steps) and reuse
-        their kernel rows and statistics (module docstring). "auto": 4 above
-        1 000 training points, else None. None: κ new candidates every step.
-    selection_mu : {"auto", "fixed", "path"}, default "auto"
-        With ``mu="auto"`` and ``stop="loo"``, the μ the candidates are scored
-        with: "fixed", 0.01 ℓ; "path", from the second node on the largest μ
-        of the leave-one-out grid whose leave-one-out error on the nodes so far
-        is within one standard error of the lowest (the factor, q and the
-        candidates' ``w_x`` are then recomputed from ``N_full[S, S]``;
-        SparseGreedyKFD's ``selection_C="path"``); "auto": "path" when the
-        candidates are a random subset (κ < ℓ: the sampled path), "fixed" when
-        every point is scored. Scoring every point with the data's weakest tenable μ overfits
-        the selection on small sets (400 points: ringnorm 1.76 → 2.01 %,
-        banana 10.71 → 11.08 %); on the sampled path it selected better points
-        (USPS odd against even digits 3.55 → 3.18 %, digits 4.83 → 4.73 %;
-        Banana-like, 2 000 points, 10.03 → 9.86 %; ringnorm, 2 000 points,
-        1.70 → 1.84 %; ``benchmarks/RESULTS.md``).
+        exhaustive recursion); an int κ: κ points drawn at random
+        (``random_state``) from the unselected ones at each step, scored from
+        their own kernel rows, O(κℓs) time per step and O(ℓ·max_nodes) memory,
+        never an ℓ × ℓ matrix or pass; above 1 000 points a step draws 4 new
+        ones and keeps the others with their statistics (module docstring);
+        with ``mu="auto"`` and ``stop="loo"`` random candidates are scored
+        with the leave-one-out path's one-standard-error μ from the second
+        node on. ``"auto"``: exhaustive up to ``AUTO_EXHAUSTIVE_MAX_N`` = 1500
+        points, κ = 59 above.
     selection_rows : int, None or "auto", default "auto"
         Above this many training points (auto: 5000) the nodes and their
         number are chosen on a stratified random subset of that many rows, and
@@ -885,12 +844,9 @@ class ReformativeKFD(SparseKernelClassifier):
     max_nodes: int = 500
     stop: str = "loo"
     patience: int | str = "auto"
-    scatter: str = "auto"
     max_memory_gb: float = 4.0
     threshold: str = "auto"
     n_candidates: int | str | None = "auto"
-    fresh_candidates: int | str | None = "auto"
-    selection_mu: str = "auto"
 
     _parameter_constraints: ClassVar[dict] = {
         "mu": [Interval("real", 0, None, "neither"), Options(("auto",))],
@@ -898,12 +854,9 @@ class ReformativeKFD(SparseKernelClassifier):
         "max_nodes": [Interval("int", 1, None, "left")],
         "stop": [Options(("loo", "paper"))],
         "patience": [Interval("int", 1, None), Options(("auto",))],
-        "scatter": [Options(("auto", "dense", "blocked"))],
         "max_memory_gb": [Interval("real", 0, None, "neither")],
         "threshold": [Options(("auto", "midpoint", "bayes"))],
         "n_candidates": [Options(("auto", None)), Interval("int", 1, None)],
-        "fresh_candidates": [Options(("auto", None)), Interval("int", 1, None)],
-        "selection_mu": [Options(("auto", "fixed", "path"))],
     }
     #: σ and μ span KFD's grid (its two smallest values aside), so the harness compares like with like.
     search_grid: ClassVar[dict] = {
@@ -921,11 +874,9 @@ class ReformativeKFD(SparseKernelClassifier):
         return self.stop == "loo" or self.mu == "auto" or self.threshold == "auto"
 
     def _follows_path(self, n: int) -> bool:
-        """Whether the scoring μ follows the leave-one-out path on ℓ = n points (``selection_mu``, ``mu="auto"``)."""
-        if self.mu != "auto" or self.stop != "loo" or self.selection_mu == "fixed":
-            return False
+        """Whether the scoring μ follows the leave-one-out path on ℓ = n points: ``mu="auto"``, random candidates."""
         kappa = self._candidates(n)
-        return self.selection_mu == "path" or (kappa is not None and kappa < n)
+        return self.mu == "auto" and self.stop == "loo" and kappa is not None and kappa < n
 
     def _refit_spec(self):
         return ("l2", self.mu, self.threshold) if self._uses_loo() else None
@@ -950,18 +901,14 @@ class ReformativeKFD(SparseKernelClassifier):
             return None if n <= AUTO_EXHAUSTIVE_MAX_N else AUTO_CANDIDATES
         return self.n_candidates
 
-    def _fresh_candidates(self, n: int) -> int | None:
+    @staticmethod
+    def _fresh_candidates(n: int) -> int | None:
         """Return the new candidates per step of the sampled path (None: all κ)."""
-        return auto_fresh_candidates(self.fresh_candidates, n, AUTO_FRESH_CANDIDATES)
+        return auto_fresh_candidates("auto", n, AUTO_FRESH_CANDIDATES)
 
     def _use_dense(self, n: int) -> bool:
-        dense_bytes = 8.0 * n * n
-        if self.scatter == "dense":
-            check_memory(dense_bytes, self.max_memory_gb, f"ReformativeKFD(scatter='dense') with {n} training points")
-            return True
-        if self.scatter == "blocked":
-            return False
-        return dense_bytes <= self.max_memory_gb * 2**30
+        """Whether the exhaustive path stores the Gram matrix (else it recomputes kernel blocks per node)."""
+        return 8.0 * n * n <= GRAM_BUDGET_SHARE * self.max_memory_gb * 2**30
 
     def _fit_one_vs_rest(self, X, targets, rng):
         """Fit one model per class.
@@ -1051,9 +998,7 @@ class ReformativeKFD(SparseKernelClassifier):
         dense = self._use_dense(n)
         self._log(f"within-class rows: {'dense Gram matrix' if dense else 'kernel blocks'} ({n} points)")
         scatter = _WithinScatter(self.kernel_, X, positive, dense, K)
-        nodes, alpha, j_history, _, mus = _select_nodes(
-            scatter, mu, tol, self.max_nodes, log, path, progress, self._follows_path(n)
-        )
+        nodes, alpha, j_history, _, mus = _select_nodes(scatter, mu, tol, self.max_nodes, log, path, progress)
         node_means = scatter.means[nodes] if nodes.shape[0] else np.zeros((0, 2))
         return self._expansion(X, positive, nodes, alpha, j_history, node_means, mus, path, scatter.K)
 

@@ -44,18 +44,13 @@ def _followed(K, y, nodes, mu, follow, N, d):
     return mu, criterion(N, d, nodes, mu)[1]
 
 
-def greedy_nodes(K, y, mu, max_nodes, tol=0.0, follow=None):
-    """Brute force: every step, solve the system of every candidate and keep the best J.
-
-    ``follow``: a λ grid; from the second node on μ is :func:`one_se_lambda` of the nodes so far (the
-    μ of every node is returned as a fourth value then).
-    """
+def greedy_nodes(K, y, mu, max_nodes, tol=0.0):
+    """Brute force: every step, solve the system of every candidate and keep the best J."""
     N, d, _ = within_scatter(K, y)
     n = K.shape[0]
-    nodes, js, best_gains, mus = [], [], [], []
+    nodes, js, best_gains = [], [], []
     J = 0.0
     while len(nodes) < min(max_nodes, n):
-        mu, J = _followed(K, y, nodes, mu, follow, N, d)
         scores = np.full(n, -np.inf)
         for x in range(n):
             if x in nodes:
@@ -69,10 +64,7 @@ def greedy_nodes(K, y, mu, max_nodes, tol=0.0, follow=None):
         J = scores[p]
         js.append(J)
         best_gains.append(gain)
-        mus.append(mu)
     alpha, _ = criterion(N, d, nodes, mu)
-    if follow is not None:
-        return np.array(nodes), np.array(js), alpha, np.array(mus)
     return np.array(nodes), np.array(js), alpha
 
 

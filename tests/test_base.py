@@ -294,7 +294,7 @@ def test_a_real_parameter_refuses_what_is_not_a_finite_real_naming_it(value, err
         (SparseGreedyKFD, {"max_bases": 10**30}, r"'max_bases' parameter of SparseGreedyKFD must be at most"),
         (MatchingPursuitKFD, {"n_candidates": 2**64}, r"'n_candidates' parameter of MatchingPursuitKFD must be at"),
         (ReformativeKFD, {"max_nodes": 2**63}, r"'max_nodes' parameter of ReformativeKFD must be at most"),
-        (LqKFD, {"max_rank": 10**20}, r"'max_rank' parameter of LqKFD must be at most"),
+        (LqKFD, {"max_iter": 10**20}, r"'max_iter' parameter of LqKFD must be at most"),
         (KFD, {"n_jobs": -(2**64)}, r"'n_jobs' parameter of KFD must be at least -9223372036854775808"),
     ],
     ids=lambda v: v.__name__ if isinstance(v, type) else None,
@@ -317,9 +317,9 @@ def test_a_huge_max_iter_sizes_no_allocation():
         assert model.stop_reason_ in ("tol", "early_stopping") and model.score(X, y) > 0.9
     for cls, params in (
         (SparseGreedyKFD, {"max_bases": 10**10, "n_candidates": 10**10}),
-        (MatchingPursuitKFD, {"max_bases": 10**10, "n_landmarks": 10**10, "stage": 10**10}),
+        (MatchingPursuitKFD, {"max_bases": 10**10, "stage": 10**10}),
         (ReformativeKFD, {"max_nodes": 10**10, "n_candidates": 10**10}),
-        (LqKFD, {"max_iter": 10**10, "max_rank": 10**10, "solver": "lowrank"}),
+        (LqKFD, {"max_iter": 10**10}),
     ):
         assert cls(**params, random_state=0).fit(X, y).score(X, y) > 0.9
 
@@ -760,11 +760,11 @@ def test_long_lapack_sections_announce_their_eta(monkeypatch, capsys):
     rate = _linalg.blas_rate()
     assert np.isfinite(rate) and rate > 0
     KFD(sigma=1.0, mu=0.1, verbose=1).fit(X, y)  # a fixed mu: the syrk + Cholesky path
-    LqKFD(sigma=1.0, solver="exact", rho=0.01, verbose=1).fit(X, y)
+    LqKFD(sigma=1.0, rho=0.01, verbose=1).fit(X, y)
     assert "about" not in capsys.readouterr().out  # tiny sections: nothing announced
     monkeypatch.setattr(_base, "ETA_MIN_SECONDS", 0.0)
     KFD(sigma=1.0, mu=0.1, verbose=1).fit(X, y)
-    LqKFD(sigma=1.0, solver="exact", rho=0.01, verbose=1).fit(X, y)
+    LqKFD(sigma=1.0, rho=0.01, verbose=1).fit(X, y)
     out = capsys.readouterr().out
     for what in ("[KFD] syrk and Cholesky: ", "[LqKFD] K^T K (syrk): "):
         lines = [row for row in out.splitlines() if row.startswith(what)]
@@ -772,7 +772,7 @@ def test_long_lapack_sections_announce_their_eta(monkeypatch, capsys):
         assert "flops, about" in lines[0] and "GFLOP/s" in lines[0] and "done in" in lines[1]
     monkeypatch.setattr(_linalg, "blas_rate", lambda: pytest.fail("a silent fit probed the BLAS rate"))
     KFD(sigma=1.0, mu=0.1).fit(X, y)
-    LqKFD(sigma=1.0, solver="exact", rho=0.01).fit(X, y)
+    LqKFD(sigma=1.0, rho=0.01).fit(X, y)
     assert capsys.readouterr().out == ""
 
 

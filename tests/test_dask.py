@@ -293,7 +293,7 @@ def _assert_same_selections(selections, atol=1e-10):
         {"criterion": "pseudo", "n_bases": 12, "threshold": "midpoint"},  # fixed size: path fed along
     ],
 )
-def test_mp_dask_fit_equals_the_in_memory_fit_binary(client, selections, params):
+def test_mp_dask_fit_equals_the_in_memory_fit_binary(client, selections, params, implicit_mp):
     X, y = _one_class_first(*two_blobs(300, seed=3))
     chunks = (40, 120, 35, 105)  # uneven; the first chunk holds one class only
     kw = {**MP_SMALL, "random_state": 2, **params}
@@ -332,7 +332,7 @@ def test_mp_dask_fit_with_the_defaults_equals_the_in_memory_fit(client, selectio
 
 
 @pytest.mark.parametrize("shared_support", [True, False])
-def test_mp_dask_fit_equals_the_in_memory_fit_three_classes(client, selections, shared_support):
+def test_mp_dask_fit_equals_the_in_memory_fit_three_classes(client, selections, shared_support, implicit_mp):
     X, y = _one_class_first(*three_class_blobs(240, seed=6), n_first=40)
     labels = np.array(["a", "b", "c"])[y]
     chunks = (40, 100, 100)
@@ -369,10 +369,10 @@ class KillOnce(distributed.WorkerPlugin):
     "estimator, params",
     [
         (SparseGreedyKFD, {"sigma": 1.0}),
-        (MatchingPursuitKFD, {"sigma": 0.7, "n_candidates": 59, "deflated_kernel": "implicit", "patience": 5}),
+        (MatchingPursuitKFD, {"sigma": 0.7, "n_candidates": 59, "patience": 5}),
     ],
 )
-def test_worker_killed_mid_fit_is_retried_with_the_same_result(client, tmp_path, estimator, params):
+def test_worker_killed_mid_fit_is_retried_with_the_same_result(client, tmp_path, estimator, params, implicit_mp):
     import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -390,12 +390,21 @@ def test_worker_killed_mid_fit_is_retried_with_the_same_result(client, tmp_path,
 
 
 #: MatchingPursuitKFD's distributed selection on small data: κ = 59 candidates on the implicit deflated kernel
-#: (the defaults above 1200 points), σ and patience where the ridge coefficients are well conditioned.
-MP_SMALL = {"sigma": 0.7, "n_candidates": 59, "deflated_kernel": "implicit", "patience": 5}
+#: (the defaults above 1200 points; with ``implicit_mp``), σ and patience where the ridge coefficients are well
+#: conditioned.
+MP_SMALL = {"sigma": 0.7, "n_candidates": 59, "patience": 5}
+
+
+@pytest.fixture
+def implicit_mp(monkeypatch):
+    """MatchingPursuitKFD's implicit deflated kernel (the distributed one) at any size, in memory too."""
+    from kfdnumba import matching_pursuit_kfd
+
+    monkeypatch.setattr(matching_pursuit_kfd, "DENSE_BUDGET_SHARE", 0.0)
 
 
 @pytest.mark.parametrize("estimator, params", [(SparseGreedyKFD, {"sigma": 1.0}), (MatchingPursuitKFD, MP_SMALL)])
-def test_bad_dask_input_gives_clear_errors_on_the_client(client, estimator, params):
+def test_bad_dask_input_gives_clear_errors_on_the_client(client, estimator, params, implicit_mp):
     X, y = two_blobs(120, seed=9)
     model = estimator(**params)
     bad = X.copy()
@@ -457,7 +466,7 @@ def test_dask_fit_with_missing_or_mixed_labels_raises_on_the_client(client, esti
         (SparseGreedyKFD, {"threshold": "optimized"}, "optimized cut"),
         (MatchingPursuitKFD, {}, r"120 points: the dense deflated kernel"),  # the defaults up to 1200 points
         (MatchingPursuitKFD, {"n_candidates": 59}, "the dense deflated kernel"),
-        (MatchingPursuitKFD, {"deflated_kernel": "implicit", "n_candidates": None}, "every point"),
+        (MatchingPursuitKFD, {"n_candidates": None, "max_memory_gb": 1e-4}, "every point"),  # K̃ implicit
         (MatchingPursuitKFD, {**MP_SMALL, "criterion": "optimal"}, "criterion='optimal'"),
         (MatchingPursuitKFD, {**MP_SMALL, "threshold": "bayes"}, "threshold='bayes'"),
         (

@@ -53,11 +53,27 @@ def rbf_gram(X, sigma=1.0):
 
 
 def gram_builder():
-    """An unfitted LqKFD whose ``_exact_gram`` / ``_lowrank_gram`` build K's forms (RBF, σ = 1, factor to 1e-6)."""
+    """An unfitted LqKFD whose ``_exact_gram`` / ``_lowrank_gram`` build K's forms (RBF, σ = 1)."""
     model = _LqKFD(sigma=1.0)
     model.kernel_ = Kernel("rbf", 1.0)
-    model.max_memory_gb, model.lowrank_tol = 1.0, 1e-6
+    model.max_memory_gb = 1.0
     return model
+
+
+def low_rank(monkeypatch, tol=None, max_rank=None):
+    """The low-rank path whatever ℓ and the factor's rank (module constants); its factor to ``tol``, ``max_rank``."""
+    monkeypatch.setattr(lq_module, "AUTO_EXACT_MAX_N", 0)
+    monkeypatch.setattr(lq_module, "AUTO_MAX_RANK_FRACTION", 1.0)
+    if tol is not None:
+        monkeypatch.setattr(lq_module, "AUTO_LOWRANK_TOL", tol)
+        monkeypatch.setattr(lq_module, "MODEL_LOWRANK_TOL", tol)
+    if max_rank is not None:
+        monkeypatch.setattr(lq_module, "MAX_RANK", max_rank)
+
+
+def accelerated(monkeypatch):
+    """SQUAREM cycles with a fixed ρ too (the module constant)."""
+    monkeypatch.setattr(lq_module, "ACCELERATE_FIXED_RHO", True)
 
 
 def random_active(rng, n, size, with_bias):
@@ -205,7 +221,7 @@ def test_fit_matches_naive_full_size_iteration(q):
     X, y = two_blobs(n=60, seed=3)
     model = LqKFD(sigma=1.0, rho=1e-3, q=q, tol=1e-6).fit(X, y)
     K = rbf_gram(X, 1.0)
-    omega, j_history, threshold = naive_lq_kfd(K, y, rho=1e-3, q=q, tol=1e-6, prune_tol=model.prune_tol)
+    omega, j_history, threshold = naive_lq_kfd(K, y, rho=1e-3, q=q, tol=1e-6, prune_tol=lq_module.PRUNE_TOL)
     np.testing.assert_array_equal(model.support_, np.flatnonzero(omega[1:]))
     np.testing.assert_allclose(model.alpha_, omega[1:][model.support_], rtol=1e-7, atol=1e-10)
     assert model.bias_ == pytest.approx(omega[0], abs=1e-10)
@@ -243,20 +259,20 @@ UNPRUNED_CASES = [
 
 
 @pytest.mark.parametrize("data, sigma, rho, q, tight_rtol, default_rtol", UNPRUNED_CASES)
-def test_pruned_fit_matches_the_unpruned_eq8_iteration(data, sigma, rho, q, tight_rtol, default_rtol):
+def test_pruned_fit_matches_the_unpruned_eq8_iteration(data, sigma, rho, q, tight_rtol, default_rtol, monkeypatch):
     """Against the plain eq. (8) iteration with no active set and no pruning (the naive_lq_kfd twin
     re-implements the pruning bisection, so it cannot catch a flaw in it), run to convergence.
 
-    ℓ = 100 and 300 fresh points; prune_tol is the default 1e-3. The J bounds of UNPRUNED_CASES are
+    ℓ = 100 and 300 fresh points; PRUNE_TOL is 1e-3. The J bounds of UNPRUNED_CASES are
     the measured relative gaps with a margin of about 4 (1e-9: round-off of the reference):
     * tol = 1e-10 isolates pruning. blobs q = 1 (5.2e-6) is pruning itself: the unpruned optimum has
       37 non-zero α, the pruned fit keeps 35 of them and no other. α_34 is below 1e-3 max|α| for the
       first ~30 iterations and 4e-2 max|α| at the optimum; pruned early, it never returns (the J
-      guard only stops J rising at the step of the pruning). prune_tol = 1e-6, tol = 1e-14: gap 4e-13.
+      guard only stops J rising at the step of the pruning). PRUNE_TOL = 1e-6, tol = 1e-14: gap 4e-13.
     * the default tol = 1e-5 adds the stopping rule (up to 1.2e-3).
-    * prune_tol = 0.1 (tol = 1e-10) offers far more coefficients for pruning; the J guard keeps the
+    * PRUNE_TOL = 0.1 (tol = 1e-10) offers far more coefficients for pruning; the J guard keeps the
       same gaps (5.2e-6, 4e-12, 8e-8, 8e-13). Without the guard they were 1.9e-3, 3.3e-2, 7.7e-4,
-      9e-3 (at prune_tol = 1e-3 pruning unguarded happens to be harmless on these data).
+      9e-3 (at PRUNE_TOL = 1e-3 pruning unguarded happens to be harmless on these data).
     Decisions: 0 sign disagreements with the unpruned model on the training set and on the fresh
     points in every case (largest |Δf| 0.03, smallest unpruned |f| 0.006), so none is allowed.
     """
@@ -269,7 +285,8 @@ def test_pruned_fit_matches_the_unpruned_eq8_iteration(data, sigma, rho, q, tigh
     reference_new = naive_design(Kernel("rbf", sigma).block(X_new, X)) @ omega - threshold
     yhat, _ = naive_targets(y)
     for tol, prune_tol, j_rtol in [(1e-10, 1e-3, tight_rtol), (1e-5, 1e-3, default_rtol), (1e-10, 0.1, tight_rtol)]:
-        model = LqKFD(sigma=sigma, rho=rho, q=q, tol=tol, prune_tol=prune_tol).fit(X, y)
+        monkeypatch.setattr(lq_module, "PRUNE_TOL", prune_tol)
+        model = LqKFD(sigma=sigma, rho=rho, q=q, tol=tol).fit(X, y)
         fitted = np.zeros(X.shape[0] + 1)
         fitted[0] = model.bias_
         fitted[1 + model.support_] = model.alpha_
@@ -284,9 +301,11 @@ def test_pruned_fit_matches_the_unpruned_eq8_iteration(data, sigma, rho, q, tigh
 @pytest.mark.parametrize("penalize_bias", [True, False])
 @pytest.mark.parametrize("q", [1.0, 0.5, 0.25])
 @pytest.mark.parametrize("accelerate", [False, True])
-def test_objective_never_increases(q, penalize_bias, accelerate):
+def test_objective_never_increases(q, penalize_bias, accelerate, monkeypatch):
     X, y = two_blobs(n=80, seed=1)
-    model = LqKFD(sigma=0.8, rho=3e-3, q=q, tol=1e-9, penalize_bias=penalize_bias, accelerate=accelerate).fit(X, y)
+    if accelerate:
+        accelerated(monkeypatch)
+    model = LqKFD(sigma=0.8, rho=3e-3, q=q, tol=1e-9, penalize_bias=penalize_bias).fit(X, y)
     J = model.j_history_
     if accelerate:  # a SQUAREM cycle per entry: two or three eq. (8) steps each
         assert 2 * J.shape[0] <= model.n_iter_ <= 3 * J.shape[0] and J.shape[0] >= 3
@@ -378,9 +397,11 @@ def test_bias_exempt_is_kept_and_unpenalised():
 
 
 @pytest.mark.parametrize("accelerate", [False, True])
-def test_tol_zero_runs_max_iter(accelerate):
+def test_tol_zero_runs_max_iter(accelerate, monkeypatch):
     X, y = two_blobs(n=40, seed=7)
-    model = LqKFD(sigma=1.0, tol=0.0, max_iter=7, accelerate=accelerate).fit(X, y)
+    if accelerate:
+        accelerated(monkeypatch)
+    model = LqKFD(sigma=1.0, tol=0.0, max_iter=7).fit(X, y)
     assert model.n_iter_ == 7  # accelerated: cycles of 3, 3, then one plain step
     assert model.j_history_.shape[0] == (3 if accelerate else 7)
 
@@ -414,18 +435,20 @@ def test_squarem_cycle_lands_on_the_fixed_point_of_a_linear_contraction():
 
 
 @pytest.mark.parametrize("penalize_bias", [True, False])
-def test_accelerated_iteration_reaches_the_plain_iterations_minimum(penalize_bias):
+def test_accelerated_iteration_reaches_the_plain_iterations_minimum(penalize_bias, monkeypatch):
     # q = 1 is convex: both iterations tend to the one minimum of J
     X, y = two_blobs(n=70, seed=11)
-    params = {"sigma": 1.0, "rho": 3e-3, "q": 1.0, "tol": 1e-13, "prune_tol": 1e-9, "penalize_bias": penalize_bias}
-    plain = LqKFD(accelerate=False, **params).fit(X, y)
-    fast = LqKFD(accelerate=True, **params).fit(X, y)
+    monkeypatch.setattr(lq_module, "PRUNE_TOL", 1e-9)
+    params = {"sigma": 1.0, "rho": 3e-3, "q": 1.0, "tol": 1e-13, "penalize_bias": penalize_bias}
+    plain = LqKFD(**params).fit(X, y)
+    accelerated(monkeypatch)
+    fast = LqKFD(**params).fit(X, y)
     assert fast.j_history_[-1] == pytest.approx(plain.j_history_[-1], rel=1e-7)
     assert fast.n_iter_ < plain.n_iter_
     np.testing.assert_allclose(fast.decision_function(X), plain.decision_function(X), rtol=1e-4, atol=1e-4)
 
 
-def test_accelerate_auto_is_on_for_the_rho_path_only(monkeypatch):
+def test_squarem_cycles_run_on_the_rho_path_only(monkeypatch):
     cycles = []
     real = _LqKFD._squarem_cycle
 
@@ -493,15 +516,7 @@ def test_q_outside_unit_interval_refused(q):
         ({"max_iter": 2.5}, ValueError, "'max_iter' parameter"),
         ({"penalize_bias": "yes"}, ValueError, "'penalize_bias' parameter"),
         ({"penalize_bias": 1}, ValueError, "'penalize_bias' parameter"),
-        ({"prune_tol": 1.0}, ValueError, "'prune_tol' parameter"),
-        ({"prune_tol": -1e-9}, ValueError, "'prune_tol' parameter"),
         ({"max_memory_gb": 0.0}, ValueError, "'max_memory_gb' parameter"),
-        ({"solver": "fast"}, ValueError, r"'solver' parameter of LqKFD must be one of 'auto', 'exact', 'lowrank'"),
-        ({"max_rank": 0}, ValueError, r"'max_rank' parameter of LqKFD must be an int in \[1, inf\)"),
-        ({"max_rank": 10.5}, ValueError, "'max_rank' parameter"),
-        ({"lowrank_tol": -1e-9}, ValueError, r"'lowrank_tol' parameter of LqKFD must be a float in \[0, 1\)"),
-        ({"lowrank_tol": 1.0}, ValueError, "'lowrank_tol' parameter"),
-        ({"accelerate": "yes"}, ValueError, "'accelerate' parameter"),
     ],
 )
 def test_bad_parameters_refused(params, error, match):
@@ -625,11 +640,12 @@ def test_woodbury_solve_equals_direct_solve(rng, exempt_bias):
 @pytest.mark.filterwarnings("ignore::kfdnumba.NoSkillWarning")  # random labels
 @pytest.mark.parametrize("exempt_bias", [True, False])
 @pytest.mark.parametrize("size", [5, 60])  # m ≤ r: the direct branch; m > r: Woodbury
-def test_lowrank_active_solve_equals_direct_solve(rng, exempt_bias, size):
+def test_lowrank_active_solve_equals_direct_solve(rng, exempt_bias, size, monkeypatch):
     X = rng.standard_normal((80, 2))
     y = np.where(np.arange(80) % 2 == 0, 1, -1)
-    model = _LqKFD(sigma=1.0, solver="lowrank", lowrank_tol=1e-4).fit(X, y)  # rank < 60
-    gram = model._lowrank_gram(np.ascontiguousarray(X, dtype=np.float64), 80)
+    low_rank(monkeypatch, tol=1e-4)
+    model = _LqKFD(sigma=1.0).fit(X, y)  # rank < 60
+    gram = model._lowrank_gram(np.ascontiguousarray(X, dtype=np.float64), 80, 1e-4)
     assert gram.rank < size or size == 5
     active = random_active(rng, 80, size, with_bias=True)
     psi = rng.uniform(0.1, 2.0, active.shape[0])
@@ -648,7 +664,7 @@ def test_lowrank_gram_is_k_tilde_of_the_factor(rng):
     X = rng.standard_normal((n, 2))
     yhat, _ = naive_targets(np.where(np.arange(n) % 3 == 0, 1, -1))
     model = gram_builder()
-    gram = model._lowrank_gram(X, n)
+    gram = model._lowrank_gram(X, n, 1e-6)
     factor_t, _ = _pivoted_cholesky(model.kernel_, X, n, 1e-6)
     K_low = factor_t.T @ factor_t
     Kt = naive_design(K_low)
@@ -674,11 +690,12 @@ def test_lowrank_gram_is_k_tilde_of_the_factor(rng):
 
 @pytest.mark.parametrize("penalize_bias", [True, False])
 @pytest.mark.parametrize("q", [1.0, 0.5])
-def test_lowrank_path_matches_exact_path(q, penalize_bias):
+def test_lowrank_path_matches_exact_path(q, penalize_bias, monkeypatch):
     X, y = two_blobs(n=150, seed=3)
     params = {"sigma": 1.0, "q": q, "penalize_bias": penalize_bias}
-    exact = LqKFD(solver="exact", **params).fit(X, y)
-    low = LqKFD(solver="lowrank", lowrank_tol=1e-10, **params).fit(X, y)
+    exact = LqKFD(**params).fit(X, y)  # 150 points: the exact path
+    low_rank(monkeypatch, tol=1e-10)
+    low = LqKFD(**params).fit(X, y)
     assert exact.solver_ == "exact" and exact.rank_ is None
     assert low.solver_ == "lowrank" and low.rank_ < 150  # measured 127
     np.testing.assert_array_equal(low.support_, exact.support_)
@@ -689,10 +706,11 @@ def test_lowrank_path_matches_exact_path(q, penalize_bias):
     assert np.all(np.diff(low.j_history_) <= 1e-12 * low.j_history_[0])  # J monotone on the low-rank path too
 
 
-def test_lowrank_rho_auto_is_the_exact_model():
+def test_lowrank_rho_auto_is_the_exact_model(monkeypatch):
     X, y = two_blobs(n=120, seed=4)
-    exact = _LqKFD(sigma=1.0, solver="exact").fit(X, y)
-    low = _LqKFD(sigma=1.0, solver="lowrank", lowrank_tol=1e-10).fit(X, y)
+    exact = _LqKFD(sigma=1.0).fit(X, y)
+    low_rank(monkeypatch, tol=1e-10)
+    low = _LqKFD(sigma=1.0).fit(X, y)
     assert low.loo_rho_ == exact.loo_rho_
     np.testing.assert_array_equal(low.support_, exact.support_)
     np.testing.assert_allclose(low.rho_path_, exact.rho_path_, rtol=1e-6)
@@ -711,7 +729,7 @@ def test_prefix_objectives_equal_the_objective_of_each_pruning(rng, solver, pena
         gram = model._exact_gram(X)
         K = gram.K
     else:
-        gram = model._lowrank_gram(X, n)
+        gram = model._lowrank_gram(X, n, 1e-6)
         factor_t, _ = _pivoted_cholesky(model.kernel_, X, n, 1e-6)
         K = factor_t.T @ factor_t
     targets = gram.targets(yhat)
@@ -741,7 +759,7 @@ def test_monotone_prune_with_the_table_decides_as_the_trials(rng, solver):
     X = rng.standard_normal((n, 2))
     yhat, _ = naive_targets(np.where(np.arange(n) % 2 == 0, 1, -1))
     model = gram_builder()
-    gram = model._exact_gram(X) if solver == "exact" else model._lowrank_gram(X, n)
+    gram = model._exact_gram(X) if solver == "exact" else model._lowrank_gram(X, n, 1e-6)
     targets = gram.targets(yhat)
     outcomes = set()
     for trial in range(40):
@@ -777,7 +795,7 @@ def test_monotone_prune_with_the_table_decides_as_the_trials(rng, solver):
     assert outcomes == {"all", "part", "none"}  # every branch was exercised
 
 
-def test_lowrank_tol_auto_is_coarse_only_where_the_factor_only_ranks(monkeypatch):
+def test_lowrank_tol_is_coarse_only_where_the_factor_only_ranks(monkeypatch):
     seen = []
     real = lq_module._pivoted_cholesky
 
@@ -786,21 +804,22 @@ def test_lowrank_tol_auto_is_coarse_only_where_the_factor_only_ranks(monkeypatch
         return real(kernel, X, max_rank, tol)
 
     monkeypatch.setattr(lq_module, "_pivoted_cholesky", spy)
+    low_rank(monkeypatch)
     X, y = two_blobs(n=150, seed=6)
-    _LqKFD(sigma=1.0, solver="lowrank").fit(X, y)  # rho="auto": the factor ranks, exact columns price and fit
-    _LqKFD(sigma=1.0, solver="lowrank", rho=1e-3).fit(X, y)  # the paper's model: the fit on G Gᵀ itself
-    _LqKFD(sigma=1.0, solver="lowrank", lowrank_tol=1e-6).fit(X, y)
-    assert seen == [lq_module.AUTO_LOWRANK_TOL, lq_module.MODEL_LOWRANK_TOL, 1e-6]
+    _LqKFD(sigma=1.0).fit(X, y)  # rho="auto": the factor ranks, exact columns price and fit
+    _LqKFD(sigma=1.0, rho=1e-3).fit(X, y)  # the paper's model: the fit on G Gᵀ itself
+    assert seen == [lq_module.AUTO_LOWRANK_TOL, lq_module.MODEL_LOWRANK_TOL]
     assert lq_module.AUTO_LOWRANK_TOL == 1e-4 and lq_module.MODEL_LOWRANK_TOL == 1e-8
 
 
-def test_rho_auto_model_is_the_exact_ridge_fit_of_its_points_whatever_the_factor():
-    # a factor far coarser than "auto"'s only changes which points are ranked first: the model is the ridge
-    # fit of the chosen points on EXACT kernel columns, with the chosen λ
+def test_rho_auto_model_is_the_exact_ridge_fit_of_its_points_whatever_the_factor(monkeypatch):
+    # a factor far coarser than AUTO_LOWRANK_TOL's only changes which points are ranked first: the model is the
+    # ridge fit of the chosen points on EXACT kernel columns, with the chosen λ
     from kfdnumba._loo import refit_on_rows
 
     X, y = two_blobs(n=160, seed=7)
-    model = _LqKFD(sigma=1.0, solver="lowrank", lowrank_tol=1e-2).fit(X, y)
+    low_rank(monkeypatch, tol=1e-2)
+    model = _LqKFD(sigma=1.0).fit(X, y)
     assert model.solver_ == "lowrank" and model.rank_ < 50  # measured 44 of 160
     (refit,) = refit_on_rows(
         model.kernel_, X, np.where(y == model.classes_[1], 1.0, -1.0), model.support_, "l2", [model.loo_lambda_]
@@ -812,34 +831,40 @@ def test_rho_auto_model_is_the_exact_ridge_fit_of_its_points_whatever_the_factor
     np.testing.assert_allclose(decision - decision.mean(), fitted - fitted.mean(), rtol=1e-7, atol=1e-9)
 
 
-def test_solver_auto_switches_on_size(monkeypatch):
+def test_low_rank_path_above_the_size_switch_unless_the_factor_needs_a_quarter_of_the_points(monkeypatch):
     X, y = two_blobs(n=200, seed=5)
     assert LqKFD(sigma=1.0).fit(X, y).solver_ == "exact"  # small: exact
     monkeypatch.setattr(lq_module, "AUTO_EXACT_MAX_N", 100)
-    model = LqKFD(sigma=2.0, lowrank_tol=1e-4).fit(X, y)
+    monkeypatch.setattr(lq_module, "MODEL_LOWRANK_TOL", 1e-4)
+    model = LqKFD(sigma=2.0).fit(X, y)
     assert model.solver_ == "lowrank" and model.rank_ == 35  # below a quarter of 200
     # a factor that would need more than a quarter of the points: back to the exact path
-    assert LqKFD(sigma=0.2, lowrank_tol=1e-12).fit(X, y).solver_ == "exact"
-    # asked for explicitly, the low-rank path runs whatever the rank (capped by max_rank)
-    forced = LqKFD(sigma=0.2, lowrank_tol=1e-12, solver="lowrank", max_rank=80).fit(X, y)
+    monkeypatch.setattr(lq_module, "MODEL_LOWRANK_TOL", 1e-12)
+    assert LqKFD(sigma=0.2).fit(X, y).solver_ == "exact"
+    # the low-rank path whatever the rank: capped by MAX_RANK
+    low_rank(monkeypatch, max_rank=80)
+    forced = LqKFD(sigma=0.2).fit(X, y)
     assert forced.solver_ == "lowrank" and forced.rank_ == 80
 
 
-def test_lowrank_multiclass_matches_exact():
+def test_lowrank_multiclass_matches_exact(monkeypatch):
     rng = np.random.default_rng(8)
     X = rng.standard_normal((60, 2)) + np.repeat(np.array([[0, 0], [3, 0], [0, 3]]), 20, axis=0)
     labels = np.repeat(np.array(["a", "b", "c"]), 20)
-    exact = LqKFD(sigma=1.0, solver="exact").fit(X, labels)
-    low = LqKFD(sigma=1.0, solver="lowrank", lowrank_tol=1e-12).fit(X, labels)
+    exact = LqKFD(sigma=1.0).fit(X, labels)
+    low_rank(monkeypatch, tol=1e-12)
+    low = LqKFD(sigma=1.0).fit(X, labels)
+    assert low.solver_ == ["lowrank"] * 3 and exact.solver_ == ["exact"] * 3
     for a, b in zip(exact.alpha_, low.alpha_):
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-9)
     np.testing.assert_array_equal(low.predict(X), exact.predict(X))
 
 
-def test_lowrank_memory_budget_refused():
+def test_lowrank_memory_budget_refused(monkeypatch):
     X, y = two_blobs(n=200)
-    with pytest.raises(ValueError, match=r"low-rank path with 200 training points and max_rank=150.*max_memory_gb"):
-        LqKFD(solver="lowrank", max_rank=150, max_memory_gb=1e-4).fit(X, y)
+    low_rank(monkeypatch, max_rank=150)
+    with pytest.raises(ValueError, match=r"low-rank path with 200 training points and a factor of up to 150 columns"):
+        LqKFD(max_memory_gb=1e-4).fit(X, y)
 
 
 # ---------------------------------------------------------------------- q="auto"

@@ -29,6 +29,21 @@ SIGMA = 0.8
 MU = 1e-3
 
 
+def implicit(monkeypatch):
+    """The implicit deflated kernel ΦAΦᵀ whatever the memory budget (the module constant)."""
+    import kfdnumba.matching_pursuit_kfd as mp
+
+    monkeypatch.setattr(mp, "DENSE_BUDGET_SHARE", 0.0)
+
+
+def landmarks(monkeypatch, m):
+    """m landmarks for the implicit deflated kernel of a fixed ``n_bases`` (module constants)."""
+    import kfdnumba.matching_pursuit_kfd as mp
+
+    monkeypatch.setattr(mp, "DEFAULT_MIN_LANDMARKS", m)
+    monkeypatch.setattr(mp, "LANDMARKS_PER_BASIS", 0)
+
+
 def moons(n=50, seed=0):
     """A small nonlinear two-class problem with labels in {-1, +1}."""
     r = np.random.default_rng(seed)
@@ -115,7 +130,7 @@ def test_stage_deflation_of_several_vectors_is_sequential(small):
 @pytest.mark.parametrize("kind", ["projection", "schur", "ortho_projection", "ortho_schur"])
 def test_projection_and_schur_keep_psd(kind):
     X, y = moons(60, seed=4)
-    est = MatchingPursuitKFD(sigma=SIGMA, n_bases=15, deflation=kind, criterion="optimal", deflated_kernel="dense")
+    est = MatchingPursuitKFD(sigma=SIGMA, n_bases=15, deflation=kind, criterion="optimal")  # the dense K̃
     est.fit(X, y)
     K = naive.rbf(X, X, SIGMA)
     _, _, Kt = naive.select(K, np.where(y > 0, 1, -1), "optimal", kind, 15)
@@ -291,10 +306,12 @@ def test_auto_candidates_above_the_switch_is_a_subset_on_the_implicit_kernel(sma
     assert _MatchingPursuitKFD(n_candidates=None)._representation(mp.AUTO_EXHAUSTIVE_MAX_N + 1) == "dense"
     monkeypatch.setattr(mp, "AUTO_EXHAUSTIVE_MAX_N", 40)
     monkeypatch.setattr(mp, "AUTO_CANDIDATES", 7)
-    kw = dict(sigma=SIGMA, n_bases=10, criterion="optimal", n_landmarks=30, random_state=5)
+    landmarks(monkeypatch, 30)
+    kw = dict(sigma=SIGMA, n_bases=10, criterion="optimal", random_state=5)
     auto = MatchingPursuitKFD(verbose=1, **kw).fit(X, y)
     assert "implicit" in capsys.readouterr().out
-    explicit = MatchingPursuitKFD(n_candidates=7, deflated_kernel="implicit", **kw).fit(X, y)
+    implicit(monkeypatch)
+    explicit = MatchingPursuitKFD(n_candidates=7, **kw).fit(X, y)
     np.testing.assert_array_equal(auto.bases_, explicit.bases_)
     np.testing.assert_array_equal(auto.alpha_, explicit.alpha_)
 
@@ -308,31 +325,32 @@ def test_auto_candidates_above_the_switch_is_a_subset_on_the_implicit_kernel(sma
         ("pseudo", "hotelling", 1),
     ],
 )
-def test_implicit_path_agrees_with_dense(criterion, deflation, stage, small):
+def test_implicit_path_agrees_with_dense(criterion, deflation, stage, small, monkeypatch):
     X, y, _ = small
     common = dict(sigma=SIGMA, n_bases=12, criterion=criterion, deflation=deflation, stage=stage, random_state=0)
-    dense = MatchingPursuitKFD(deflated_kernel="dense", **common).fit(X, y)
-    implicit = MatchingPursuitKFD(deflated_kernel="implicit", n_landmarks=50, **common).fit(X, y)
-    np.testing.assert_array_equal(dense.bases_, implicit.bases_)
-    np.testing.assert_allclose(dense.decision_function(X), implicit.decision_function(X), atol=1e-8)
+    dense = MatchingPursuitKFD(**common).fit(X, y)
+    implicit(monkeypatch)  # on every one of the 50 points as a landmark (DEFAULT_MIN_LANDMARKS > ℓ)
+    on_landmarks = MatchingPursuitKFD(**common).fit(X, y)
+    np.testing.assert_array_equal(dense.bases_, on_landmarks.bases_)
+    np.testing.assert_allclose(dense.decision_function(X), on_landmarks.decision_function(X), atol=1e-8)
 
 
-def test_implicit_path_with_few_landmarks_still_learns():
+def test_implicit_path_with_few_landmarks_still_learns(monkeypatch):
     X, y = moons(150, seed=6)
     Xt, yt = moons(400, seed=7)
-    dense = MatchingPursuitKFD(sigma=SIGMA, n_bases=20, deflated_kernel="dense").fit(X, y)
-    implicit = MatchingPursuitKFD(sigma=SIGMA, n_bases=20, deflated_kernel="implicit", n_landmarks=40, random_state=0)
-    implicit.fit(X, y)
-    assert implicit.n_bases_ == 20
-    assert implicit.score(Xt, yt) > dense.score(Xt, yt) - 0.015  # measured: both 0.9475 on 400 points
+    dense = MatchingPursuitKFD(sigma=SIGMA, n_bases=20).fit(X, y)
+    implicit(monkeypatch)
+    landmarks(monkeypatch, 40)
+    few = MatchingPursuitKFD(sigma=SIGMA, n_bases=20, random_state=0).fit(X, y)
+    assert few.n_bases_ == 20
+    assert few.score(Xt, yt) > dense.score(Xt, yt) - 0.015  # measured: both 0.9475 on 400 points
 
 
-def test_memory_budget_of_the_dense_path(small, capsys):
+def test_memory_budget_of_the_dense_path(small, capsys, monkeypatch):
     X, y, _ = small
-    with pytest.raises(ValueError, match="max_memory_gb"):
-        MatchingPursuitKFD(sigma=SIGMA, deflated_kernel="dense", max_memory_gb=1e-6).fit(X, y)
-    # 8ℓ² = 20000 bytes do not fit, Φ (50 × 10) does: "auto" takes the implicit path
-    auto = MatchingPursuitKFD(sigma=SIGMA, n_bases=5, n_landmarks=10, max_memory_gb=1.5e-5, verbose=1).fit(X, y)
+    # 8ℓ² = 20000 bytes do not fit, Φ (50 × 10) does: the implicit path
+    landmarks(monkeypatch, 10)
+    auto = MatchingPursuitKFD(sigma=SIGMA, n_bases=5, max_memory_gb=1.5e-5, verbose=1).fit(X, y)
     assert "implicit" in capsys.readouterr().out
     assert auto.n_bases_ == 5
 
@@ -364,8 +382,6 @@ def test_more_bases_than_points_are_clamped(small):
         ({"n_candidates": 0}, "n_candidates"),
         ({"n_candidates": "all"}, "n_candidates"),
         ({"n_candidates": 1.5}, "n_candidates"),
-        ({"deflated_kernel": "sparse"}, "deflated_kernel"),
-        ({"n_landmarks": -1}, "n_landmarks"),
     ],
 )
 def test_bad_parameters(params, match, small):
@@ -414,7 +430,7 @@ def test_multiclass_dense_computes_the_gram_matrix_once_and_matches_binary_fits(
 
     X, y = three_class_blobs(seed=4)
     full_blocks = count_gram_blocks(monkeypatch, X.shape[0])
-    params = dict(sigma=1.0, n_bases=10, criterion="optimal", deflated_kernel="dense")
+    params = dict(sigma=1.0, n_bases=10, criterion="optimal")  # the dense K̃
     model = MatchingPursuitKFD(**params).fit(X, y)
     assert len(full_blocks) == 1
     for c in range(3):
@@ -465,7 +481,8 @@ def test_the_leave_one_out_path_reads_the_selections_rows(monkeypatch):
     import kfdnumba.matching_pursuit_kfd as mp
 
     X, y = moons(300, seed=4)
-    kw = {"sigma": SIGMA, "n_candidates": 59, "deflated_kernel": "implicit", "random_state": 0}
+    implicit(monkeypatch)
+    kw = {"sigma": SIGMA, "n_candidates": 59, "random_state": 0}
     shared = _MatchingPursuitKFD(**kw).fit(X, y)
     seen = []
 

@@ -39,6 +39,19 @@ def gram(X, kernel, sigma):
     return rbf_gram(X, X, sigma) if kernel == "rbf" else X @ X.T
 
 
+def kept_candidates(monkeypatch, fresh):
+    """Kept candidates at any size: ``fresh`` new ones per sampled step (module constants)."""
+    from kfdnumba import _base
+
+    monkeypatch.setattr(_base, "AUTO_FRESH_MIN_N", 0)
+    monkeypatch.setattr(rk, "AUTO_FRESH_CANDIDATES", fresh)
+
+
+def blocked(monkeypatch):
+    """The exhaustive path's blocked within-class rows (K never stored) whatever the memory budget."""
+    monkeypatch.setattr(rk, "GRAM_BUDGET_SHARE", 0.0)
+
+
 # ------------------------------------------------------------------ the within-class matrix
 @pytest.mark.parametrize("dense", [True, False])
 def test_scatter_rows_and_diagonal_match_eq6(dense, monkeypatch):
@@ -84,35 +97,28 @@ def test_same_nodes_and_j_as_brute_force(kernel, sigma, mu, seed):
     np.testing.assert_allclose(model.alpha_, alpha, rtol=1e-8, atol=1e-10)
 
 
-@pytest.mark.parametrize("n_candidates,fresh", [(None, None), (9, 2)])
-def test_scoring_mu_on_the_path_follows_the_one_standard_error_lambda_of_brute_force_refits(n_candidates, fresh):
-    """selection_mu="path" (mu="auto"): from the second node on, the nodes are scored with the largest λ of
+def test_scoring_mu_of_random_candidates_follows_the_one_standard_error_lambda_of_brute_force_refits(monkeypatch):
+    """mu="auto", random candidates: from the second node on, the nodes are scored with the largest λ of
     the path's grid whose PRESS (direct leave-one-out refits of the ridge fit on the nodes' columns) is
     within one standard error of the lowest; the factor, q and the kept candidates' w_x are recomputed
-    when it changes."""
+    when it changes. Scoring every point, μ stays 0.01 ℓ."""
     from kfdnumba._loo import default_lambdas
 
     X, y = make_data(60, d=2, seed=43)
-    kw = dict(sigma=0.5, max_nodes=12, patience=100, n_candidates=n_candidates, fresh_candidates=fresh)
-    kw.update(selection_mu="path")
-    model = _ReformativeKFD(**kw, random_state=5).fit(X, y)  # mu="auto", stop="loo": the defaults
+    kept_candidates(monkeypatch, 2)
+    kw = dict(sigma=0.5, max_nodes=12, patience=100)
+    model = _ReformativeKFD(**kw, n_candidates=9, random_state=5).fit(X, y)  # mu="auto", stop="loo": the defaults
     K, grid = rbf_gram(X, X, 0.5), default_lambdas(60)
-    if n_candidates is None:
-        nodes, _, _, mus = greedy_nodes(K, y.astype(float), 0.6, 12, follow=grid)
-    else:
-        rng = np.random.default_rng(5)
-        nodes, _, _, mus = sampled_greedy_nodes(K, y.astype(float), 0.6, 12, 9, rng, fresh=2, follow=grid)
+    rng = np.random.default_rng(5)
+    nodes, _, _, mus = sampled_greedy_nodes(K, y.astype(float), 0.6, 12, 9, rng, fresh=2, follow=grid)
     np.testing.assert_allclose(model.selection_mu_path_, mus, rtol=1e-12)
     assert np.unique(mus).size > 2  # the rule moved μ twice along this path
     np.testing.assert_array_equal(model.nodes_, nodes[: model.nodes_.size])
-    # selection_mu="auto" (the default): the path's μ on the sampled path, 0.01 ℓ on the exhaustive one
-    kw.pop("selection_mu")
-    auto = _ReformativeKFD(**kw, random_state=5).fit(X, y)
-    if n_candidates is None:
-        np.testing.assert_array_equal(auto.selection_mu_path_, 0.6)
-    else:
-        np.testing.assert_array_equal(auto.selection_mu_path_, model.selection_mu_path_)
-        np.testing.assert_array_equal(auto.nodes_, model.nodes_)
+    exhaustive = _ReformativeKFD(**kw, n_candidates=None, random_state=5).fit(X, y)
+    np.testing.assert_array_equal(exhaustive.selection_mu_path_, 0.6)
+    np.testing.assert_array_equal(
+        exhaustive.nodes_, greedy_nodes(K, y.astype(float), 0.6, 12)[0][: exhaustive.nodes_.size]
+    )
 
 
 def test_refactor_for_a_new_mu_equals_a_direct_factor_and_refuses_a_rounding_level_pivot():
@@ -140,14 +146,16 @@ def test_relative_stopping_rule_matches_brute_force():
     np.testing.assert_array_equal(longer.nodes_[: len(nodes)], nodes)
 
 
-@pytest.mark.parametrize("scatter", ["dense", "blocked"])
-def test_j_never_decreases_and_final_alpha_is_the_direct_solve(scatter):
+@pytest.mark.parametrize("rows", ["dense", "blocked"])
+def test_j_never_decreases_and_final_alpha_is_the_direct_solve(rows, monkeypatch):
     """j_history_ is accumulated (J += q²), so it cannot fall by construction: recompute
     J = d_Sᵀ(N_full[S,S] + μI)⁻¹d_S directly for every prefix S of nodes_ (every stored state),
-    compare (measured worst relative gap 1.2e-13, both scatter paths) and check those never fall
+    compare (measured worst relative gap 1.2e-13, both within-class row paths) and check those never fall
     (smallest measured relative gain 8e-4; 1e-12 is the round-off allowance)."""
     X, y = make_data(120, d=2, seed=4)
-    model = ReformativeKFD(sigma=0.6, mu=1e-3, tol=0.0, max_nodes=60, scatter=scatter).fit(X, y)
+    if rows == "blocked":
+        blocked(monkeypatch)
+    model = ReformativeKFD(sigma=0.6, mu=1e-3, tol=0.0, max_nodes=60).fit(X, y)
     assert len(model.nodes_) == 60
     N, d, _ = within_scatter(rbf_gram(X, X, 0.6), y.astype(float))
     direct_j = prefix_criteria(N, d, model.nodes_, 1e-3)
@@ -207,26 +215,22 @@ def test_dense_and_blocked_paths_agree(monkeypatch):
     X, y = make_data(90, d=2, seed=7)
     monkeypatch.setattr(rk, "_BLOCK_ENTRIES", 1000)  # 11 rows per block
     kw = dict(sigma=0.7, mu=1e-3, tol=1e-3, max_nodes=50)
-    dense = ReformativeKFD(scatter="dense", **kw).fit(X, y)
-    blocked = ReformativeKFD(scatter="blocked", **kw).fit(X, y)
-    np.testing.assert_array_equal(dense.nodes_, blocked.nodes_)
-    np.testing.assert_allclose(dense.j_history_, blocked.j_history_, rtol=1e-10)
-    np.testing.assert_allclose(dense.alpha_, blocked.alpha_, rtol=1e-7, atol=1e-10)
+    dense = ReformativeKFD(**kw).fit(X, y)
+    blocked(monkeypatch)
+    without_k = ReformativeKFD(**kw).fit(X, y)
+    np.testing.assert_array_equal(dense.nodes_, without_k.nodes_)
+    np.testing.assert_allclose(dense.j_history_, without_k.j_history_, rtol=1e-10)
+    np.testing.assert_allclose(dense.alpha_, without_k.alpha_, rtol=1e-7, atol=1e-10)
     Xt = np.random.default_rng(0).normal(size=(30, 2))
-    np.testing.assert_allclose(dense.decision_function(Xt), blocked.decision_function(Xt), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(dense.decision_function(Xt), without_k.decision_function(Xt), rtol=1e-8, atol=1e-10)
 
 
-def test_auto_picks_blocked_above_the_memory_budget():
+def test_blocked_rows_above_the_memory_budget(monkeypatch):
     est = ReformativeKFD(max_memory_gb=1e-3)  # 1 MiB: dense up to 362 points
     assert est._use_dense(300)
     assert not est._use_dense(400)
-    assert not ReformativeKFD(scatter="blocked")._use_dense(10)
-
-
-def test_forced_dense_over_budget_raises():
-    X, y = make_data(60)
-    with pytest.raises(ValueError, match="scatter='dense'.*max_memory_gb"):
-        ReformativeKFD(scatter="dense", max_nodes=2, max_memory_gb=2e-5).fit(X, y)
+    blocked(monkeypatch)
+    assert not est._use_dense(10)
 
 
 # --------------------------------------------------------------- the sampled path (n_candidates)
@@ -413,7 +417,7 @@ def test_max_nodes_larger_than_training_set():
     assert sorted(model.nodes_) == sorted(set(model.nodes_))
 
 
-def test_multiclass_one_vs_rest():
+def test_multiclass_one_vs_rest(monkeypatch):
     r = np.random.default_rng(11)
     centres = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
     y = np.repeat([0, 1, 2], 30)
@@ -427,9 +431,10 @@ def test_multiclass_one_vs_rest():
         binary = ReformativeKFD(sigma=sigma, tol=1e-2).fit(X, np.where(y == c, 1, -1))
         np.testing.assert_array_equal(model.nodes_[c], binary.nodes_)
         np.testing.assert_allclose(model.alpha_[c], binary.alpha_, rtol=1e-12)
-    blocked = ReformativeKFD(tol=1e-2, scatter="blocked").fit(X, y)
+    blocked(monkeypatch)
+    without_k = ReformativeKFD(tol=1e-2).fit(X, y)
     for c in range(3):
-        np.testing.assert_array_equal(model.nodes_[c], blocked.nodes_[c])
+        np.testing.assert_array_equal(model.nodes_[c], without_k.nodes_[c])
 
 
 def test_banana_accuracy_and_sparsity():
@@ -448,15 +453,11 @@ def test_banana_accuracy_and_sparsity():
         ({"tol": -1e-3}, ValueError, "'tol' parameter"),
         ({"max_nodes": 0}, ValueError, "'max_nodes' parameter"),
         ({"max_nodes": 2.5}, ValueError, "'max_nodes' parameter"),
-        ({"scatter": "full"}, ValueError, "'scatter' parameter"),
         ({"max_memory_gb": 0.0}, ValueError, "'max_memory_gb' parameter"),
         ({"threshold": "nearest"}, ValueError, "'threshold' parameter"),
         ({"n_candidates": 0}, ValueError, "'n_candidates' parameter"),
         ({"n_candidates": 2.5}, ValueError, "'n_candidates' parameter"),
         ({"n_candidates": "all"}, ValueError, "'n_candidates' parameter"),
-        ({"fresh_candidates": 0}, ValueError, "'fresh_candidates' parameter"),
-        ({"fresh_candidates": 1.5}, ValueError, "'fresh_candidates' parameter"),
-        ({"selection_mu": "always"}, ValueError, "'selection_mu' parameter"),
     ],
 )
 def test_bad_parameters(params, error, match):
@@ -468,7 +469,7 @@ def test_bad_parameters(params, error, match):
 def test_state_over_memory_budget_raises():
     X, y = make_data(200, d=2)
     with pytest.raises(ValueError, match="max_nodes=100.*max_memory_gb"):
-        ReformativeKFD(scatter="blocked", max_nodes=100, max_memory_gb=1e-5).fit(X, y)
+        ReformativeKFD(max_nodes=100, max_memory_gb=1e-5).fit(X, y)  # K does not fit: the blocked rows
 
 
 def test_no_separation_raises():
@@ -568,12 +569,13 @@ def test_one_vs_rest_sampled_log_names_each_class(capsys):
 
 # ------------------------------------------------------------------ kept candidates
 @pytest.mark.parametrize("n_candidates,fresh,seed", [(12, 4, 31), (9, 2, 39)])
-def test_sampled_path_with_kept_candidates_matches_its_naive_twin(n_candidates, fresh, seed):
+def test_sampled_path_with_kept_candidates_matches_its_naive_twin(n_candidates, fresh, seed, monkeypatch):
     X, y = make_data(60, d=2, seed=seed)
     sigma, mu = 0.9, 1e-3
-    model = ReformativeKFD(
-        sigma=sigma, mu=mu, tol=0.0, max_nodes=12, n_candidates=n_candidates, fresh_candidates=fresh, random_state=seed
-    ).fit(X, y)
+    kept_candidates(monkeypatch, fresh)
+    model = ReformativeKFD(sigma=sigma, mu=mu, tol=0.0, max_nodes=12, n_candidates=n_candidates, random_state=seed).fit(
+        X, y
+    )
     rng = np.random.default_rng(seed)
     nodes, js, alpha = sampled_greedy_nodes(
         rbf_gram(X, X, sigma), y.astype(float), mu, 12, n_candidates, rng, fresh=fresh
@@ -590,7 +592,8 @@ def test_kept_candidates_statistics_equal_computing_them_again(n_classes, monkey
     r = np.random.default_rng(40)
     y = np.repeat(np.arange(n_classes), 120)
     X = r.standard_normal((y.size, 2)) + 1.5 * np.array([[0, 0], [1, 1], [2, -1]])[y]
-    kw = dict(sigma=1.0, n_candidates=20, fresh_candidates=5, random_state=4)
+    kept_candidates(monkeypatch, 5)
+    kw = dict(sigma=1.0, n_candidates=20, random_state=4)
     kept = _ReformativeKFD(**kw).fit(X, y)
     original = rk._SampledNodes.offer
     monkeypatch.setattr(
@@ -687,18 +690,12 @@ def test_default_budget_fits_twenty_classes_the_cap_charge_refused(monkeypatch):
     assert ReformativeKFD().max_memory_gb == 4.0  # like the other estimators
 
 
-def test_auto_fresh_candidates_is_the_methods_own_count(monkeypatch):
-    """ReformativeKFD's "auto" draws its own AUTO_FRESH_CANDIDATES new candidates per step, not SparseGreedyKFD's."""
-    from kfdnumba import _base, reformative_kfd
+def test_fresh_candidates_are_the_methods_own_count_above_the_size_switch():
+    """ReformativeKFD keeps candidates above _base.AUTO_FRESH_MIN_N points, drawing its own AUTO_FRESH_CANDIDATES
+    new ones per step (not SparseGreedyKFD's); at most that many points, κ new ones every step (the paper)."""
+    from kfdnumba import _base
 
-    assert reformative_kfd.AUTO_FRESH_CANDIDATES != _base.AUTO_FRESH_CANDIDATES
-    model = ReformativeKFD(fresh_candidates="auto")
+    assert rk.AUTO_FRESH_CANDIDATES != _base.AUTO_FRESH_CANDIDATES
+    model = ReformativeKFD()
     assert model._fresh_candidates(_base.AUTO_FRESH_MIN_N) is None
-    assert model._fresh_candidates(_base.AUTO_FRESH_MIN_N + 1) == reformative_kfd.AUTO_FRESH_CANDIDATES
-    X, y = make_data(n=300, seed=3)
-    kw = dict(sigma=1.0, n_candidates=20, random_state=1)
-    monkeypatch.setattr(_base, "AUTO_FRESH_MIN_N", 100)  # above it "auto" keeps candidates
-    np.testing.assert_array_equal(
-        ReformativeKFD(**kw).fit(X, y).nodes_,
-        ReformativeKFD(fresh_candidates=reformative_kfd.AUTO_FRESH_CANDIDATES, **kw).fit(X, y).nodes_,
-    )
+    assert model._fresh_candidates(_base.AUTO_FRESH_MIN_N + 1) == rk.AUTO_FRESH_CANDIDATES

@@ -28,7 +28,7 @@ _subset.py (was _base.py)   UNION_CHECK_EVERY_ROW    2.0     one-vs-rest union (
                                                              10 001 (SparseGreedyKFD, ReformativeKFD), 2 000 / 2 001
                                                              (LqKFD). Not MatchingPursuitKFD's default
                                                              (``criterion="auto"`` prices random bases itself).
-_base.py                    AUTO_FRESH_MIN_N         1 000   ℓ > 1 000: ``fresh_candidates="auto"`` draws 15
+_base.py                    AUTO_FRESH_MIN_N         1 000   ℓ > 1 000: the sampled path draws 15
                             (AUTO_FRESH_CANDIDATES           (AUTO_FRESH_CANDIDATES; ReformativeKFD's own: 4) new
                             15; reformative_kfd's 4)         candidates a step and keeps the rest of κ = 59; else 59
                                                              new ones (the paper). SparseGreedyKFD 1 000 / 1 001;
@@ -41,9 +41,9 @@ full_kfd.py                 AUTO_MU_POINTS           1 000   ``mu="auto"``, ℓ 
                                                              scaled by ℓ/1 000, syrk + Cholesky, cut and
                                                              probabilities on the TRAINING outputs (the defect
                                                              below). 1 000 / 1 001, two and three classes.
-lq_kfd.py                   AUTO_EXACT_MAX_N         500     ``solver="auto"``: exact path (K, KᵀK) up to 500 rows,
+lq_kfd.py                   AUTO_EXACT_MAX_N         500     exact path (K, KᵀK) up to 500 rows,
                                                              low rank (pivoted Cholesky; ``solver_``, ``rank_``)
-                                                             above; only there does ``lowrank_tol="auto"`` act:
+                                                             above; only there does the factor's tolerance act:
                                                              AUTO_LOWRANK_TOL 1e-4 with ``rho="auto"``,
                                                              MODEL_LOWRANK_TOL 1e-8 with a fixed ρ. 500 / 501.
 lq_kfd.py                   AUTO_MAX_RANK_FRACTION   0.25    above 500 rows, back to the exact path when the factor
@@ -52,7 +52,7 @@ lq_kfd.py                   AUTO_MAX_RANK_FRACTION   0.25    above 500 rows, bac
 reformative_kfd.py          AUTO_EXHAUSTIVE_MAX_N    1 500   ``n_candidates="auto"``: every point scored per node up
                             (AUTO_CANDIDATES 59)             to 1 500 rows (``_select_nodes``), above κ = 59 random
                                                              candidates (``_select_nodes_sampled``, 4 fresh a step);
-                                                             ``selection_mu="auto"`` follows the leave-one-out path,
+                                                             the scoring μ follows the leave-one-out path,
                                                              and one-vs-rest offers run on task threads, only there.
                                                              1 500 / 1 501.
 matching_pursuit_kfd.py     AUTO_EXHAUSTIVE_MAX_N =  1 200   ``criterion="auto"``: up to 1 200 rows the pseudo
@@ -60,7 +60,7 @@ matching_pursuit_kfd.py     AUTO_EXHAUSTIVE_MAX_N =  1 200   ``criterion="auto"`
                             (AUTO_CANDIDATES 59)             one, the better by leave-one-out; above, the random one
                                                              alone (``criterion_``; one-vs-rest classes on task
                                                              threads). ``n_candidates="auto"`` all → 59 and
-                                                             ``deflated_kernel="auto"`` dense → implicit (tested with
+                                                             the deflated kernel dense → implicit (tested with
                                                              ``criterion="pseudo"``). 1 200 / 1 201.
 matching_pursuit_kfd.py     DEFAULT_MIN_LANDMARKS    500     landmarks of the implicit K̃: min(ℓ, max(500,
                                                              max_bases)); the defaults take the implicit K̃ only
@@ -298,11 +298,10 @@ def reformative_check(model, n, above, calls):
         (run,) = sampled
         assert run["n_candidates"] == reformative_kfd.AUTO_CANDIDATES
         assert run["fresh"] == reformative_kfd.AUTO_FRESH_CANDIDATES
-        assert run["follow"]  # selection_mu="auto": the scoring μ follows the leave-one-out path on the sampled path
+        assert run["follow"]  # mu="auto": the scoring μ of random candidates follows the leave-one-out path
         assert {d["fresh"] for d in named(calls, "draw_candidates")} == {reformative_kfd.AUTO_FRESH_CANDIDATES}
     else:
         assert not sampled and len(exhaustive) == 1
-        assert not exhaustive[0]["follow"]
         np.testing.assert_allclose(model.selection_mu_path_, reformative_kfd.AUTO_SELECTION_MU_RELATIVE * n)
 
 
@@ -350,7 +349,7 @@ def lq_solver_check(tol):
     def check(model, n, above, calls):
         factors = named(calls, "_pivoted_cholesky")
         solvers = model.solver_ if isinstance(model.solver_, list) else [model.solver_]
-        if above:  # one factor for every class, at the tolerance lowrank_tol="auto" resolves to
+        if above:  # one factor for every class, at the tolerance of rho="auto" or a fixed ρ
             assert len(factors) == 1 and factors[0]["tol"] == tol
             assert set(solvers) == {"lowrank"}
             ranks = model.rank_ if isinstance(model.rank_, list) else [model.rank_]

@@ -105,6 +105,9 @@ from kfdnumba import (  # noqa: E402
     SparseGreedyKFD,
     _jit,
     _threads,
+    lq_kfd,
+    matching_pursuit_kfd,
+    reformative_kfd,
 )
 from kfdnumba import dda as dda_module  # noqa: E402
 
@@ -124,14 +127,9 @@ PARALLEL_CASES = [
     ("KFD fixed mu (the Cholesky path)", KFD, {"sigma": 1.0, "mu": 0.1}, (80, 2, 12, 2)),
     ("KFD d=20 (BLAS cross term)", KFD, {"sigma": 4.0}, (60, 20, 1, 2)),
     ("LqKFD", LqKFD, {"sigma": 1.0, "q": 0.5}, (70, 2, 2, 2)),
-    ("LqKFD low rank", LqKFD, {"sigma": 1.0, "q": 0.5, "solver": "lowrank", "lowrank_tol": 1e-10}, (70, 2, 11, 2)),
-    (
-        "ReformativeKFD dense",
-        ReformativeKFD,
-        {"sigma": 1.0, "scatter": "dense", "tol": 0.0, "max_nodes": 12},
-        (70, 2, 3, 2),
-    ),
-    ("ReformativeKFD blocked", ReformativeKFD, {"sigma": 1.0, "scatter": "blocked", "max_nodes": 12}, (70, 3, 4, 2)),
+    ("LqKFD low rank", LqKFD, {"sigma": 1.0, "q": 0.5}, (70, 2, 11, 2)),  # PATCHED
+    ("ReformativeKFD dense", ReformativeKFD, {"sigma": 1.0, "tol": 0.0, "max_nodes": 12}, (70, 2, 3, 2)),
+    ("ReformativeKFD blocked", ReformativeKFD, {"sigma": 1.0, "max_nodes": 12}, (70, 3, 4, 2)),  # PATCHED
     (
         "ReformativeKFD sampled",
         ReformativeKFD,
@@ -142,15 +140,15 @@ PARALLEL_CASES = [
     (
         "MatchingPursuitKFD dense",
         MatchingPursuitKFD,
-        {"sigma": 1.0, "criterion": "optimal", "deflated_kernel": "dense", "n_bases": 8},
+        {"sigma": 1.0, "criterion": "optimal", "n_bases": 8},
         (70, 2, 6, 2),
     ),
     (
         "MatchingPursuitKFD implicit",
         MatchingPursuitKFD,
-        {"sigma": 1.0, "criterion": "optimal", "deflated_kernel": "implicit", "n_landmarks": 30, "n_bases": 8},
+        {"sigma": 1.0, "criterion": "optimal", "n_bases": 8},
         (70, 2, 7, 2),
-    ),
+    ),  # PATCHED
     ("DDAClassifier", DDAClassifier, {"floor": 0.5, "early_stopping": False, "max_iter": 4}, (45, 3, 8, 3)),
     (
         "DDAClassifier, nearest same-class neighbours",
@@ -168,6 +166,20 @@ PARALLEL_CASES = [
 ]
 
 
+#: LqKFD's low-rank path at any size and rank (module constants).
+LOW_RANK = [(lq_kfd, "AUTO_EXACT_MAX_N", 0), (lq_kfd, "AUTO_MAX_RANK_FRACTION", 1.0)]
+#: Module constants that take the cases marked PATCHED above down their path.
+PATCHED = {
+    "LqKFD low rank": [*LOW_RANK, (lq_kfd, "AUTO_LOWRANK_TOL", 1e-10)],
+    "ReformativeKFD blocked": [(reformative_kfd, "GRAM_BUDGET_SHARE", 0.0)],
+    "MatchingPursuitKFD implicit": [
+        (matching_pursuit_kfd, "DENSE_BUDGET_SHARE", 0.0),
+        (matching_pursuit_kfd, "DEFAULT_MIN_LANDMARKS", 30),
+        (matching_pursuit_kfd, "LANDMARKS_PER_BASIS", 0),
+    ],
+}
+
+
 def _fitted_outputs(cls, params, data, n_jobs):
     X, y = _blobs(*data)
     model = cls(**params, n_jobs=n_jobs, random_state=0).fit(X, y)
@@ -181,10 +193,13 @@ def test_every_parallel_kernel_runs_in_parallel_with_one_and_two_threads_equal(m
     kernels = {name: k for name, k in _jit.parallel_kernels().items() if name.startswith("kfdnumba.")}
     before = {name: k.parallel_calls for name, k in kernels.items()}
     for label, cls, params, data in PARALLEL_CASES:
-        serial = _fitted_outputs(cls, params, data, None)  # small data: the serial twins
-        with _threads.force_parallel():
-            one = _fitted_outputs(cls, params, data, 1)
-            two = _fitted_outputs(cls, params, data, 2)
+        with monkeypatch.context() as patch:
+            for module, name, value in PATCHED.get(label, ()):
+                patch.setattr(module, name, value)
+            serial = _fitted_outputs(cls, params, data, None)  # small data: the serial twins
+            with _threads.force_parallel():
+                one = _fitted_outputs(cls, params, data, 1)
+                two = _fitted_outputs(cls, params, data, 2)
         for a, b, c in zip(serial, one, two):  # integer outputs exactly, floats within a scaled tolerance
             assert_close_scaled(a, b, err_msg=label)
             assert_close_scaled(b, c, err_msg=label)
@@ -440,15 +455,17 @@ def test_task_threads_run_a_large_round_on_helper_threads_in_order_and_a_small_o
         (SparseGreedyKFD, {"max_bases": 25}),
         (ReformativeKFD, {"n_candidates": 15, "max_nodes": 25}),
         (LqKFD, {}),
-        (LqKFD, {"solver": "lowrank"}),
+        (LqKFD, {}),  # LOW_RANK
         (MatchingPursuitKFD, {"criterion": "random", "max_bases": 40}),
     ],
     ids=["SparseGreedyKFD", "ReformativeKFD sampled", "LqKFD", "LqKFD low rank", "MatchingPursuitKFD random"],
 )
-def test_one_vs_rest_classes_on_two_threads_give_the_model_of_one(monkeypatch, cls, params):
+def test_one_vs_rest_classes_on_two_threads_give_the_model_of_one(monkeypatch, request, cls, params):
     """Per class on the call's threads: SparseGreedyKFD's appends, ReformativeKFD's offers, whole fits of the others."""
     X, y = _blobs(250, 3, 21, n_classes=5)  # whole rounds of two, then one class left over
     monkeypatch.setattr(_threads, "TASKS_MIN_WORK", 0.0)
+    for module, name, value in LOW_RANK if request.node.callspec.id == "LqKFD low rank" else ():
+        monkeypatch.setattr(module, name, value)
     fits = []
     for n_jobs in (1, 2):  # every round in turn, then every round on both threads
         rounds = _threads.TaskThreads.rounds_on_threads
@@ -463,8 +480,9 @@ def test_one_vs_rest_classes_on_two_threads_give_the_model_of_one(monkeypatch, c
 _TASKS_SCRIPT = """
 import numpy as np
 import numba
-from kfdnumba import LqKFD, ReformativeKFD, SparseGreedyKFD, _threads
+from kfdnumba import LqKFD, ReformativeKFD, SparseGreedyKFD, _threads, lq_kfd
 _threads.TASKS_MIN_WORK = 0.0  # every one-vs-rest round on two threads
+lq_kfd.AUTO_EXACT_MAX_N, lq_kfd.AUTO_MAX_RANK_FRACTION = 0, 1.0  # LqKFD's low-rank path
 rng = np.random.default_rng(3)
 y = np.arange(240) % 3
 X = rng.normal(size=(240, 3)) + 1.5 * np.eye(3)[y]
@@ -472,7 +490,7 @@ with _threads.force_parallel():  # and every kernel in them on its parallel path
     for cls, params in (
         (SparseGreedyKFD, {"max_bases": 12}),
         (ReformativeKFD, {"n_candidates": 15, "max_nodes": 12}),
-        (LqKFD, {"solver": "lowrank"}),
+        (LqKFD, {}),
     ):
         cls(sigma=1.0, n_jobs=2, random_state=0, **params).fit(X, y)
 assert _threads.TaskThreads.rounds_on_threads > 5
