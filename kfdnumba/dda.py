@@ -848,7 +848,7 @@ class DDA(BaseEstimator):
 
     Attributes
     ----------
-    T_ : ndarray (n_features_in_, n_components_)
+    T_ : ndarray of shape (``n_features_in_``, ``n_components_``)
         The map: ``transform(X) = X @ T_``.
     singular_values_ : ndarray
         Singular values of the fitted T, descending.
@@ -1332,7 +1332,7 @@ class DDA(BaseEstimator):
 
     @lazy_on_dask("_transform_shape")
     def transform(self, X):
-        """Map X into the discriminant space: ``X @ T_`` (n_samples, n_components_); lazy on a dask array.
+        """Map X into the discriminant space: ``X @ T_``, shape (n_samples, ``n_components_``); lazy on a dask array.
 
         An ndarray, or a DataFrame under ``set_output(transform="pandas")`` (or scikit-learn's global
         ``transform_output``), with the columns of :meth:`get_feature_names_out`.

@@ -169,7 +169,8 @@ class KFD(KernelClassifier):
     ----------
     support_ : ndarray (ℓ,)
         All training indices.
-    dual_coef_, intercept_ : the expansion; decision = k(x, X) @ dual_coef_ + intercept_.
+    dual_coef_, intercept_ : ndarray, float
+        The expansion: ``decision = k(x, X) @ dual_coef_ + intercept_``.
     classes_, n_features_in_, kernel_
     """
 

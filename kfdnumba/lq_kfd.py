@@ -80,12 +80,12 @@ path fits in memory), beyond the paper: nothing ℓ × ℓ is formed or factored
   ``F = Q R_F`` (LAPACK, once) and ``P = H R_Fᵀ`` give ``K̃ = Q Pᵀ`` with
   orthonormal Q, so on the active set A: ``G_AA = P_A P_Aᵀ``,
   ``g = K̃ᵀŷ = P z`` with ``z = Qᵀŷ``, and the misfit is
-  ``‖ŷ - K̃ω‖² = ‖ŷ - QQᵀŷ‖² + ‖z - P_Aᵀω_A‖²``: J costs O(|A| r), not O(ℓ|A|)
+  ``‖ŷ - K̃ω‖² = ‖ŷ - QQᵀŷ‖² + ‖z - P_Aᵀω_A‖²``: J costs ``O(|A| r)``, not ``O(ℓ|A|)``
   (R_F is never inverted, so a rank-deficient F is harmless).
-* Eq. (8) with ``C = Ψ_A P_A`` (|A| × (r+1)): ``(C Cᵀ + D) v = Ψ_A g_A``.
-  When |A| ≤ r it is solved directly (the |A| × |A| system, as on the exact
+* Eq. (8) with ``C = Ψ_A P_A`` (``|A| × (r+1)``): ``(C Cᵀ + D) v = Ψ_A g_A``.
+  When ``|A| ≤ r`` it is solved directly (the ``|A| × |A|`` system, as on the exact
   path); above, by Woodbury, ``(CCᵀ + cI)⁻¹b = (b - C T⁻¹ Cᵀ b)/c`` with
-  ``T = cI + CᵀC`` ((r+1)², Cholesky), c = ρℓq, in O(|A| r² + r³). An exempt
+  ``T = cI + CᵀC`` ((r+1)², Cholesky), c = ρℓq, in ``O(|A| r² + r³)``. An exempt
   bias (``D_00 = 0``) is eliminated by its Schur complement
   ``σ = c · c_bᵀ T⁻¹ c_b`` (``c_b`` the bias row of C; T over the other rows),
   positive by construction and checked.
@@ -93,7 +93,7 @@ path fits in memory), beyond the paper: nothing ℓ × ℓ is formed or factored
   ``rho="auto"`` computes the retained points' kernel columns from X
   (``kernel.columns``), never from an ℓ × ℓ K.
 * Cost: O(ℓr²) for the factor, the QR and P; per iteration
-  O(min(|A| r² + r³, |A|² r + |A|³)). Memory O(ℓr): the QR and P
+  ``O(min(|A| r² + r³, |A|² r + |A|³))``. Memory O(ℓr): the QR and P
   (2 ℓ (r+1) float64) after the factor (ℓ r), checked against ``max_memory_gb``.
 
 Problems above ``max_memory_gb`` are refused with a clear error rather than swapping.
