@@ -7,6 +7,11 @@ the repository root and ``benchmarks/`` on ``sys.path`` before importing it, so
 ``python benchmarks/<name>.py`` works from the repository root. kfdnumba is
 imported inside the functions that need it: importing this module costs NumPy only
 (``scale.py --show``, the parents of ``scale.py`` and ``many_classes.py`` never load Numba).
+
+Every script ends by calling :func:`write_results`, which writes the run's tables to
+``benchmarks/results/<name>.md`` (and ``<name>.json``) with the date, the machine, the
+load average at the start and the exact command: the results folder holds the current
+measurement of every script, and git keeps the earlier ones.
 """
 
 from __future__ import annotations
@@ -18,12 +23,21 @@ import importlib.util
 import itertools
 import json
 import multiprocessing as mp
+import os
+import platform
 import resource
+import shlex
+import subprocess
+import sys
 import time
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+
+#: When this module was imported (the start of the benchmark script) and the load average then.
+RUN_STARTED = (time.time(), time.perf_counter(), os.getloadavg())
 
 
 # ----------------------------------------------------------------------------- data
@@ -511,3 +525,201 @@ def load_eigenpro():
         "two renamed keywords translated: NumPy 2 / scikit-learn >= 1.6 / SciPy >= 1.14 shims)"
     )
     return module.EigenProClassifier, note
+
+
+# ----------------------------------------------------------------------------- results files
+#: Where :func:`write_results` writes (``KFDNUMBA_RESULTS_DIR`` overrides, e.g. for experiments).
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+_REPO = Path(__file__).resolve().parent.parent
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_gib() -> float:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return float(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _git_commit() -> str:
+    """The commit of the working tree, and whether tracked files differ from it."""
+    try:
+        run = lambda *cmd: subprocess.run(  # noqa: E731
+            ["git", *cmd], cwd=_REPO, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        commit = run("rev-parse", "--short", "HEAD")
+        dirty = run("status", "--porcelain", "--untracked-files=no", "--", "kfdnumba", "benchmarks")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown commit"
+    return f"commit {commit}" + (", with uncommitted changes in kfdnumba/ or benchmarks/" if dirty else "")
+
+
+def _versions() -> str:
+    names = {"numpy": "NumPy", "numba": "Numba", "scipy": "SciPy", "scikit-learn": "scikit-learn"}
+    out = [f"Python {platform.python_version()}"]
+    for dist, label in names.items():
+        try:
+            out.append(f"{label} {importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    try:
+        import kfdnumba
+
+        out.append(f"kfdnumba {kfdnumba.__version__} ({_git_commit()})")
+    except ImportError:
+        pass
+    return ", ".join(out)
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """This process's command line as it would be typed from the repository root."""
+    argv = list(sys.argv if argv is None else argv)
+    script = Path(argv[0]).resolve() if argv else Path("?")
+    try:
+        script = script.relative_to(_REPO)
+    except ValueError:
+        pass
+    return shlex.join(["python", str(script), *argv[1:]])
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        if not np.isfinite(value):
+            return "—"
+        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.3e}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(rows: list[dict], columns: list[str] | None = None) -> str:
+    """A Markdown table of ``rows`` (dicts), one column per key (``columns``: which and in what order)."""
+    if not rows:
+        return "(no rows)"
+    if columns is None:
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+    lines = ["| " + " | ".join(_cell(c) for c in columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def code_block(text: str) -> str:
+    """Plain text (a fixed-width table as a script prints it) as a Markdown code block."""
+    return "```\n" + text.strip("\n") + "\n```"
+
+
+def write_results(name: str, sections, command: str | None = None, title: str | None = None, data=None) -> Path:
+    """Write ``benchmarks/results/<name>.md`` (and ``<name>.json``): what this run measured.
+
+    Parameters
+    ----------
+    name : str
+        The file name without extension: the script's name, or the script's name and its mode
+        (``threads-layers``) where one script measures different things.
+    sections : dict or list of (heading, content)
+        The tables, in order. Content is a list of row dicts (a Markdown table, also kept in the
+        JSON file) or a Markdown string, kept as it is (:func:`code_block` for the plain-text
+        tables a script prints).
+    command : str, optional
+        The command line; by default this process's (``python benchmarks/<script>.py ...``).
+    title : str, optional
+        The heading; by default the first line of the script's docstring.
+    data : optional
+        Anything JSON-serialisable kept in the JSON file beside the tables' rows.
+
+    Returns
+    -------
+    pathlib.Path
+        The Markdown file written. The header says when the run started, how long it took,
+        the CPU model, the cores, the memory, the load average at the start (when this module
+        was imported) and at the end, the software versions and the commit measured.
+    """
+    started, t0, load_start = RUN_STARTED
+    load_end = os.getloadavg()
+    folder = Path(os.environ.get("KFDNUMBA_RESULTS_DIR") or RESULTS_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    if title is None:
+        doc = (getattr(sys.modules.get("__main__"), "__doc__", None) or name).strip()
+        title = doc.splitlines()[0].rstrip(".")
+    command = command or command_line()
+    items = list(sections.items()) if isinstance(sections, dict) else list(sections)
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    when = datetime.fromtimestamp(started, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    load = lambda values: " / ".join(f"{v:.2f}" for v in values)  # noqa: E731
+    machine = {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "usable_cores": usable,
+        "memory_gib": round(_memory_gib(), 1),
+        "load_average_start": [round(v, 2) for v in load_start],
+        "load_average_end": [round(v, 2) for v in load_end],
+    }
+    seconds = time.perf_counter() - t0
+    software = _versions()
+    lines = [
+        f"# {title}",
+        "",
+        f"- command: `{command}`",
+        f"- date: {when}, {seconds:.0f} s",
+        f"- machine: {machine['cpu']}, {machine['cores']} cores ({usable} usable), {machine['memory_gib']:.0f} GiB",
+        f"- load average (1 / 5 / 15 min): {load(load_start)} at the start, {load(load_end)} at the end",
+        f"- software: {software}",
+    ]
+    tables = {}
+    for heading, content in items:
+        lines += ["", f"## {heading}", ""]
+        if isinstance(content, (list, tuple)):
+            lines.append(markdown_table(list(content)))
+            tables[heading] = list(content)
+        else:
+            text = str(content).strip("\n")
+            lines.append(text)
+            tables[heading] = text
+    path = folder / f"{name}.md"
+    path.write_text("\n".join(lines) + "\n")
+    record = {"name": name, "title": title, "command": command, "date": when, "seconds": round(seconds, 1)}
+    record.update(machine=machine, software=software, sections=tables, data=data)
+    text = json.dumps(_rounded(record), separators=(",", ":"), ensure_ascii=False, default=_json_default)
+    (folder / f"{name}.json").write_text(text + "\n")
+    print(f"results written to {path.relative_to(_REPO) if path.is_relative_to(_REPO) else path}", flush=True)
+    return path
+
+
+def _rounded(value):
+    """``value`` with every float to 6 significant digits (what a benchmark can resolve), NumPy types as Python's."""
+    if isinstance(value, (float, np.floating)):
+        return float(f"{value:.6g}")
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.ndarray):
+        return _rounded(value.tolist())
+    if isinstance(value, dict):
+        return {str(k): _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    return repr(value)

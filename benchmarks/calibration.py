@@ -5,10 +5,9 @@
 
 ``predict_proba`` is ``σ(β · decision_function)`` per one-vs-rest model. β is the
 maximum-likelihood slope of the leave-one-out outputs, at most the Gaussian slope
-``(m₊ - m₋) / pooled variance`` of those outputs (fourteenth session; before, the
-Gaussian slope itself). Both are evaluated here on the same fitted models: the
-Gaussian slope recomputed from ``output_means_``, ``output_vars_`` and the class
-counts. Reported per set and method, means over the realisations: test log-loss,
+``(m₊ - m₋) / pooled variance`` of those outputs. Both are evaluated here on the same
+fitted models: the Gaussian slope recomputed from ``output_means_``, ``output_vars_``
+and the class counts. Reported per set and method, means over the realisations: test log-loss,
 expected calibration error (10 equal-width confidence bins) and accuracy (for more
 than two classes the argmax depends on β). Peer: ``SVC(probability=True)`` (libsvm,
 Platt scaling by internal 5-fold CV; ``C`` = 1, the same γ).
@@ -34,7 +33,7 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from _common import load_splits  # noqa: E402
+from _common import load_splits, markdown_table, write_results  # noqa: E402
 
 from kfdnumba import KFD, LqKFD, MatchingPursuitKFD, NoSkillWarning, ReformativeKFD, SparseGreedyKFD  # noqa: E402
 from kfdnumba.datasets import default_data_dir  # noqa: E402
@@ -44,7 +43,7 @@ IDA_SIGMA = {"banana": 0.708, "breast_cancer": 5.89, "german": 17.8, "heart": 14
 
 
 def gaussian_slopes(model, y) -> np.ndarray:
-    """The Gaussian slope ``(m₊ - m₋) / pooled variance`` of each one-vs-rest model's outputs (the old β)."""
+    """The Gaussian slope ``(m₊ - m₋) / pooled variance`` of each one-vs-rest model's outputs (β's upper bound)."""
     slopes = []
     for c in range(model.output_means_.shape[0]):
         target = y == model.classes_[1 if model.classes_.shape[0] == 2 else c]
@@ -126,16 +125,37 @@ def main():
         f"{'set':<20}{'method':<20}{'log-loss: Gaussian β → fitted':>31}{'ECE: Gaussian → fitted':>26}"
         f"{'accuracy':>20}{'β ratio':>9}"
     )
+    table = []
     for (name, method), values in rows.items():
         a = np.mean(values, axis=0)
         if method.startswith("SVC"):
             print(f"{name:<20}{method:<20}{a[0]:>31.4f}{a[1]:>26.4f}{a[2]:>20.4f}")
+            table.append({"set": name, "method": method, "log-loss": a[0], "ECE": a[1], "accuracy": a[2]})
         else:
             print(
                 f"{name:<20}{method:<20}{a[0]:>20.4f} → {a[3]:.4f}{a[1]:>17.4f} → {a[4]:.4f}"
                 f"{a[2]:>11.4f} → {a[5]:.4f}{a[6]:>9.2f}"
             )
+            table.append(
+                {
+                    "set": name,
+                    "method": method,
+                    "log-loss": a[3],
+                    "log-loss, Gaussian β": a[0],
+                    "ECE": a[4],
+                    "ECE, Gaussian β": a[1],
+                    "accuracy": a[5],
+                    "accuracy, Gaussian β": a[2],
+                    "fitted / Gaussian β": a[6],
+                }
+            )
     print(f"{time.perf_counter() - start:.0f} s")
+    what = (
+        f"Test log-loss, expected calibration error (ECE, 10 equal-width confidence bins) and accuracy, means over "
+        f"{args.realizations} realisations or seeds: predict_proba with its fitted β, and with the Gaussian β on the "
+        "same models; SVC(probability=True) beside them."
+    )
+    write_results("calibration", {"Calibration": what + "\n\n" + markdown_table(table)}, data=table)
 
 
 if __name__ == "__main__":

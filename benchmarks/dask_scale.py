@@ -41,7 +41,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import banana_like  # noqa: E402
+from _common import banana_like, markdown_table, write_results  # noqa: E402
 
 from kfdnumba import LqKFD, MatchingPursuitKFD, ReformativeKFD, SparseGreedyKFD  # noqa: E402
 
@@ -142,6 +142,7 @@ def main() -> None:
     estimator = ESTIMATORS[args.estimator]
     print(f"{args.estimator}, selection_rows={selection!r}; uptime: {os.popen('uptime').read().strip()}", flush=True)
     print(f"load average before: {os.getloadavg()}", flush=True)
+    dask_rows, memory_rows = [], []
     with tempfile.TemporaryDirectory(dir=args.folder) as folder:
         for n in args.sizes:
             files = write_chunks(n, args.chunk, folder)
@@ -168,6 +169,20 @@ def main() -> None:
                     f"peak RSS workers {[round(v) for v in rss.values()]} MB, client {_peak_rss_mb():.0f} MB, "
                     f"load {os.getloadavg()}",
                     flush=True,
+                )
+                dask_rows.append(
+                    {
+                        "ℓ": n,
+                        "chunks": len(files),
+                        "max_memory_gb": budget,
+                        "fit s": t_fit,
+                        "steps": steps,
+                        "s / step": t_fit / steps,
+                        "points": int(model.n_retained_),
+                        "busiest worker computing": f"{busy:.0%}",
+                        "peak RSS per worker MB": ", ".join(f"{v:.0f}" for v in rss.values()),
+                        "client peak RSS MB": _peak_rss_mb(),
+                    }
                 )
                 print(
                     "  compute s per task kind (both workers): "
@@ -196,6 +211,17 @@ def main() -> None:
                         if same
                         else float("nan")
                     )
+                    memory_rows.append(
+                        {
+                            "ℓ": n,
+                            "max_memory_gb": budget,
+                            "in-memory fit s": t_mem,
+                            "dask fit s": t_fit,
+                            "dask / memory": t_fit / t_mem,
+                            "same points": bool(same),
+                            "max coef diff / max coef": float(diff),
+                        }
+                    )
                     print(
                         f"  max_memory_gb={budget:g}: dask/memory = {t_fit / t_mem:.2f}x, same bases: {same}, "
                         f"max |coef diff| / max |coef| = {diff:.1e}",
@@ -209,6 +235,14 @@ def main() -> None:
                 del Xm, ym
     client.close()
     cluster.close()
+    what = (
+        f"{args.estimator}, selection_rows={selection!r}, σ = {args.sigma}, Banana-like data in .npy chunks of "
+        f"{args.chunk} rows read lazily, 2 worker processes (1 thread, 4 GB each)."
+    )
+    sections = [("Fits on the dask array", what + "\n\n" + markdown_table(dask_rows))]
+    if memory_rows:
+        sections.append(("Beside the in-memory fit of the same data", markdown_table(memory_rows)))
+    write_results(f"dask_scale-{args.estimator}", sections)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from _common import load_uci, standardise, uci_folds  # noqa: E402
+from _common import load_uci, standardise, uci_folds, write_results  # noqa: E402
 
 from kfdnumba._threads import thread_policy  # noqa: E402
 from kfdnumba.datasets import default_data_dir  # noqa: E402
@@ -91,16 +91,20 @@ def accuracy(sets, params, data_dir, seed=0):
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
-    print()
-    print("| set | n × d | 1-NN % | DDA+1-NN % | paper 1-NN → DDA+NN | k (median) | floor | steps | fit s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    lines = [
+        "| set | n × d | 1-NN % | DDA+1-NN % | paper 1-NN → DDA+NN | k (median) | floor | steps | fit s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         paper = f"{r['paper_nn']:.2f} → {r['paper_dda_nn']:.2f}" if r["paper_nn"] is not None else "—"
-        print(
+        lines.append(
             f"| {r['set']} | {r['n']} × {r['d']} | {r['nn_error']:.2f} | {r['dda_nn_error']:.2f} | {paper} | "
             f"{r['n_components_median']:g} | {r['floor_median']:g} | {r['steps_median']:g} | "
             f"{r['fit_time_mean_s']:.2f} |"
         )
+    print()
+    print("\n".join(lines))
+    return "\n".join(lines), rows
 
 
 def speed(data_dir, repeats=5):
@@ -114,6 +118,7 @@ def speed(data_dir, repeats=5):
     alpha, beta = _class_weights(y, 2, "all")
     LqZ, LgY, rows = np.empty((n, m)), np.empty((n, m)), np.empty(n)
     weights = (np.empty((n, n)), np.empty((n, n)))
+    measured = []
 
     def one_iteration(weights):
         # exactly the body of DDA's loop: pair sums, two m x m products, the sphere solve
@@ -132,6 +137,8 @@ def speed(data_dir, repeats=5):
             print(
                 f"one IM iteration, {n} x {m}, full T, {label}: median {np.median(times):.3f} s, min {min(times):.3f} s"
             )
+            what = f"one IM iteration, {n} x {m}, full T, {label}"
+            measured.append({"what": what, "median s": float(np.median(times)), "min s": min(times)})
 
     Xs, ys, _ = load_uci("uci_sonar", data_dir)
     Xs = (Xs - Xs.mean(axis=0)) / Xs.std(axis=0)
@@ -146,6 +153,9 @@ def speed(data_dir, repeats=5):
             DDA(random_state=0, **params).fit(Xs, ys)
             times.append(time.perf_counter() - t0)
         print(f"whole fit on Sonar (208 x 60), {label}: median {np.median(times):.3f} s, min {min(times):.3f} s")
+        what = f"whole fit on Sonar (208 x 60), {label}"
+        measured.append({"what": what, "median s": float(np.median(times)), "min s": min(times)})
+    return measured
 
 
 #: LMNN's iterations are bounded so that the table stays short (metric-learn's default is 1000).
@@ -271,9 +281,7 @@ def table(sets, variants, peers, data_dir, seed=0, repeat=3):
         dda_info = {k: float(np.median(v)) for k, v in extra.items() if isinstance(v, list)}
         print(json.dumps({"set": set_name, **summary, "dda median k / steps": dda_info}), flush=True)
     print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
-    print()
-    print("| set | " + " | ".join(names) + " |")
-    print("|---" * (len(names) + 1) + "|")
+    lines = ["| set | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     for set_name, row in results.items():
         cells = []
         for name in names:
@@ -284,8 +292,10 @@ def table(sets, variants, peers, data_dir, seed=0, repeat=3):
                 cells.append(f"{v[0]:.2f}")
             else:
                 cells.append(f"{v[0]:.2f} ({v[1]:.2f} s)")
-        print(f"| {set_name.removeprefix('uci_')} | " + " | ".join(cells) + " |")
-    return results
+        lines.append(f"| {set_name.removeprefix('uci_')} | " + " | ".join(cells) + " |")
+    print()
+    print("\n".join(lines))
+    return "\n".join(lines), results
 
 
 def main():
@@ -298,12 +308,19 @@ def main():
     args = parser.parse_args()
     data_dir = Path(default_data_dir())
     if args.what == "accuracy":
-        accuracy(args.sets.split(","), json.loads(args.params), data_dir)
+        text, rows = accuracy(args.sets.split(","), json.loads(args.params), data_dir)
+        what = "10-fold stratified CV error % of 1-NN, without and with DDA (its parameters: " + args.params + ")"
+        write_results("dda-accuracy", {"1-NN with and without DDA": what + "\n\n" + text}, data=rows)
     elif args.what == "table":
         peers = [p for p in args.peers.split(",") if p]
-        table(args.sets.split(","), json.loads(args.variants), peers, data_dir)
+        text, results = table(args.sets.split(","), json.loads(args.variants), peers, data_dir)
+        what = (
+            "10-fold stratified CV error % of 1-NN after each transform; in brackets the fit seconds summed over "
+            "the 10 folds (the fastest of 3 timings per fold)"
+        )
+        write_results("dda-table", {"DDA beside the metric learners": what + "\n\n" + text}, data=results)
     else:
-        speed(data_dir)
+        write_results("dda-speed", {"DDA speed": speed(data_dir)})
 
 
 if __name__ == "__main__":

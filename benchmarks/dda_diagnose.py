@@ -24,7 +24,7 @@ for p in (ROOT, ROOT / "benchmarks"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from _common import load_uci, standardise, uci_folds  # noqa: E402
+from _common import load_uci, standardise, uci_folds, write_results  # noqa: E402
 
 from kfdnumba._threads import thread_policy  # noqa: E402
 from kfdnumba.datasets import default_data_dir  # noqa: E402
@@ -77,14 +77,22 @@ def main():
     settings = json.loads(args.settings) if args.settings else DEFAULT_SETTINGS
     data_dir = Path(default_data_dir())
     shown = [s for s in SHOW if s <= args.max_iter]
+    sections = {}
     for set_name in args.sets.split(","):
-        print(f"\n{set_name}: outer 10-fold 1-NN error % after step t (full T), best step, F drop")
-        print("| setting | " + " | ".join(f"t={s}" for s in shown) + " | best (t) | F drop |")
-        print("|---" * (len(shown) + 3) + "|")
+        heading = f"{set_name}: outer 10-fold 1-NN error % after step t (full T), best step, F drop"
+        lines = [
+            "| setting | " + " | ".join(f"t={s}" for s in shown) + " | best (t) | F drop |",
+            "|---" * (len(shown) + 3) + "|",
+        ]
+        print(f"\n{heading}")
+        print("\n".join(lines))
         for name, params in settings.items():
             err, drop = run(set_name, params, args.max_iter, data_dir)
             cells = " | ".join(f"{err[s]:.2f}" for s in shown)
-            print(f"| {name} | {cells} | {err.min():.2f} ({int(err.argmin())}) | {drop:.3f} |", flush=True)
+            lines.append(f"| {name} | {cells} | {err.min():.2f} ({int(err.argmin())}) | {drop:.3f} |")
+            print(lines[-1], flush=True)
+        sections[heading] = "\n".join(lines)
+    write_results("dda_diagnose", sections)
 
 
 if __name__ == "__main__":

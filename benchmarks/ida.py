@@ -30,7 +30,7 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from _common import evaluate, format_table  # noqa: E402
+from _common import evaluate, format_table, markdown_table, write_results  # noqa: E402
 
 from kfdnumba.datasets import default_data_dir  # noqa: E402
 
@@ -73,6 +73,26 @@ def main(argv=None) -> int:
     print(format_table(results))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
+    rows = [
+        {
+            "set": r["dataset"],
+            "method": r["method"],
+            "test error %": f"{r['error_mean']:.2f} ± {r['error_std']:.2f}",
+            "retained": f"{r['retained_mean']:.1f} ({r['retained_pct']:.1f} %)",
+            "fit s": r["fit_time"],
+            "predict s": r["predict_time"],
+            "parameters": ", ".join(
+                f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r["params"].items()
+            ),
+        }
+        for r in results
+    ]
+    what = (
+        f"Test error over {args.realizations} realisations (mean ± std, %); parameters by {args.folds}-fold CV on "
+        f"each of the first {args.cv_realizations} training sets, the median of the choices fitted on every "
+        f"realisation (selection by {args.select}); retained training points; median fit and predict seconds."
+    )
+    write_results("ida", {"The papers' protocol": what + "\n\n" + markdown_table(rows)}, data=results)
     return 0
 
 

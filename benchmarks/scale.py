@@ -56,8 +56,7 @@ is the peak of the later fits, as the time is their best: the first fit of a
 model in a child also loads code its 500-point warm-up did not reach
 (MatchingPursuitKFD's implicit path: about 9 MB at 5 000 points), for ours and
 the peers alike; that first fit's Δ is kept in the JSON rows
-(``first_fit_delta_mb``). (Up to the sixth session Δ included the first fit.)
-Without ``clear_refs`` the peak is ``ru_maxrss`` so far (it then only grows
+(``first_fit_delta_mb``). Without ``clear_refs`` the peak is ``ru_maxrss`` so far (it then only grows
 along the cell).
 
 Verdict per sparse method and ℓ, against Nyström(m) + RidgeClassifier: fit
@@ -85,7 +84,16 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from _common import RIDGE_ALPHAS, banana_like, emit, load_eigenpro, marked_rows, measure  # noqa: E402
+from _common import (  # noqa: E402
+    RIDGE_ALPHAS,
+    banana_like,
+    code_block,
+    emit,
+    load_eigenpro,
+    marked_rows,
+    measure,
+    write_results,
+)
 
 SIGMA = 0.7
 GAMMA = 0.5 / SIGMA**2
@@ -95,7 +103,7 @@ QUICK_SIZES = [2_000, 5_000]
 SPARSE = ["SparseGreedyKFD", "MatchingPursuitKFD", "ReformativeKFD", "LqKFD"]
 OURS = [*SPARSE, "KFD"]
 PEERS = ["SVC", "ThunderSVM", "EigenPro"]
-#: Largest ℓ run per method (the issue's plan); absent: every ℓ (KFD and LqKFD refuse by themselves).
+#: Largest ℓ run per method; absent: every ℓ (KFD and LqKFD refuse by themselves).
 MAX_SIZE = {"SVC": 20_000, "ThunderSVM": 20_000, "EigenPro": 20_000}
 N_TEST = 10_000
 N_WARMUP = 500
@@ -293,16 +301,24 @@ def optional_notes() -> list[str]:
     return notes
 
 
+def table_text(out: dict) -> str:
+    """The table of every cell's rows."""
+    lines = [HEADER]
+    for n in out["sizes"]:
+        lines += [format_row(row) for row in out["rows"] if row["n"] == n]
+    return "\n".join(lines)
+
+
+VERDICT_HEAD = "verdicts against Nystroem(m) + RidgeClassifier (fit <= 3x, error <= +0.3 pt, memory Δ <= peer's):"
+
+
 def report(out: dict) -> None:
     """The final table, what was not run, the verdicts and the load averages (also ``--show out.json``)."""
-    print(HEADER)
-    for n in out["sizes"]:
-        for row in (r for r in out["rows"] if r["n"] == n):
-            print(format_row(row))
+    print(table_text(out))
     print()
     if out.get("skipped"):
         print("not run: " + "; ".join(out["skipped"]))
-    print("verdicts against Nystroem(m) + RidgeClassifier (fit <= 3x, error <= +0.3 pt, memory Δ <= peer's):")
+    print(VERDICT_HEAD)
     for v in verdicts(out["rows"]):
         print(format_verdict(v))
     start, end = (tuple(round(x, 2) for x in out[key]) for key in ("load_average_start", "load_average_end"))
@@ -366,6 +382,17 @@ def main(argv=None) -> dict:
     report(out)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
+    what = (
+        f"Banana-like data, σ = {SIGMA}, {N_TEST} test points; each cell in a fresh process, best of two fits "
+        "(sub-second fits: of up to 10); peak MB includes the child's base, Δ MB is what the fits added."
+    )
+    notes = "\n".join(f"- {note}" for note in [*notes, *(f"not run: {s}" for s in skipped)])
+    sections = [
+        ("Fit seconds, CPU seconds, test error, points kept and memory", what + "\n\n" + code_block(table_text(out))),
+        ("Verdicts", VERDICT_HEAD + "\n\n" + code_block("\n".join(format_verdict(v) for v in out["verdicts"]))),
+        ("Notes", notes),
+    ]
+    write_results("scale", sections, data=out)
     return out
 
 

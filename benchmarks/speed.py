@@ -20,8 +20,11 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for path in (ROOT, ROOT / "benchmarks"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from _common import write_results  # noqa: E402
 
 import kfdnumba  # noqa: E402
 from kfdnumba._kernels import Kernel  # noqa: E402
@@ -194,6 +197,66 @@ def main(argv=None):
         results["scaling"] = scaling_section()
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
+    write_results("speed" if args.only is None else f"speed-{args.only}", tables(results), data=results)
+
+
+def tables(results: dict) -> list[tuple[str, list[dict]]]:
+    """The measured sections as Markdown tables (milliseconds)."""
+    out = []
+    if "gram" in results:
+        rows = [
+            {
+                "points": "5000 x 5000",
+                "d": r["d"],
+                "kfdnumba ms": 1e3 * r["kfdnumba_s"],
+                **{f"NumPy {name} ms": 1e3 * t for name, t in r["numpy_s"].items()},
+                "ratio to fastest NumPy": r["ratio_to_fastest_numpy"],
+            }
+            for r in results["gram"]
+        ]
+        out.append(("RBF Gram block (best of 5 after a warm-up)", rows))
+    if "matvec" in results:
+        kv = [
+            {
+                "d": r["d"],
+                "gram_matvec ms (K not stored)": 1e3 * r["gram_matvec_s"],
+                "Kernel.block + matvec ms": 1e3 * r["block_then_matvec_s"],
+                "max abs diff": r["max_abs_diff"],
+            }
+            for r in results["matvec"]
+            if "d" in r
+        ]
+        expansion = [
+            {
+                "rows x points": f"{r['expansion'][0]} x {r['expansion'][1]}",
+                "fused expansion ms": 1e3 * r["fused_s"],
+                "Gram blocks + gemv ms": 1e3 * r["blocks_s"],
+            }
+            for r in results["matvec"]
+            if "expansion" in r
+        ]
+        out += [("K v over 5000 points", kv), ("Prediction k(X, P) a, d = 2", expansion)]
+    if "startup" in results:
+        s = results["startup"]
+        row = {
+            "import kfdnumba s": s["import_s"],
+            "first KFD().fit on Banana, empty cache s": s["first_fit_empty_cache_s"],
+            "first KFD().fit, warm cache s": s["first_fit_warm_cache_s"],
+        }
+        out.append(("Start-up (fresh processes)", [row]))
+    if "scaling" in results:
+        rows = [
+            {
+                "method": r["method"],
+                "ℓ": r["n"],
+                "fit ms": 1e3 * r["fit_s"],
+                "predict 4900 ms": 1e3 * r["predict_4900_s"],
+                "retained": r["retained"],
+            }
+            for r in results["scaling"]
+        ]
+        out.append(("Fit and predict time against ℓ (demo_params, Banana-like data)", rows))
+    return out
 
 
 if __name__ == "__main__":

@@ -31,9 +31,9 @@ points in d = 20, ``benchmarks/many_classes.py``'s data; 1.1-1.2× faster on two
 that starts while one busy process spins and goes on after it stopped (``BUSY_START``
 seconds into the fit). With the default threads the call plans its count again every
 ``kfdnumba._threads.REPLAN_SECONDS`` and takes the cores back; "start only"
-(``REPLAN_SECONDS`` = ∞) is the policy before the twelfth session, which kept the one
-thread the start showed; "one thread" is ``n_jobs=1`` with the same busy start; "idle
-default" has no busy process. Interleaved, best of ``--repeat`` (wall and CPU seconds).
+(``REPLAN_SECONDS`` = ∞) keeps the one thread the start showed; "one thread" is
+``n_jobs=1`` with the same busy start; "idle default" has no busy process.
+Interleaved, best of 3 (wall and CPU seconds).
 
 The ratio column is default / one thread: the thread policy promises it is
 at most 1.25 everywhere, and below 1 on an idle machine at ℓ = 5 000 for
@@ -56,7 +56,7 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from _common import BusyProcess, banana_like, make_data  # noqa: E402
+from _common import BusyProcess, banana_like, make_data, write_results  # noqa: E402
 
 import kfdnumba  # noqa: E402
 from kfdnumba import DDAClassifier  # noqa: E402
@@ -326,7 +326,44 @@ def main(argv=None):
         out["replan"] = replan_section()
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
+    write_results("threads" if args.only is None else f"threads-{args.only}", tables(out), data=out)
     return out
+
+
+def tables(out: dict) -> list[tuple[str, list[dict]]]:
+    """The measured sections as Markdown tables."""
+    sections = []
+    if "fits" in out:
+        rows = [
+            {
+                "condition": r["condition"],
+                "ℓ": r["n"],
+                "method": r["method"],
+                "default threads ms": 1e3 * r["default_s"],
+                "n_jobs=1 ms": 1e3 * r["one_s"],
+                "default / one": r["ratio"],
+                "load (1 min)": r["load"],
+            }
+            for r in out["fits"]
+        ]
+        sections.append(("Fit time, default threads against n_jobs=1 (interleaved, best of at least 3)", rows))
+    if "grid" in out:
+        rows = [
+            {
+                "fits": r["fits"],
+                "ℓ": r["n"],
+                "n_jobs=1 s": r["serial_s"],
+                "n_jobs=2 s": r["two_workers_s"],
+                "ratio": r["ratio"],
+            }
+            for r in out["grid"]
+        ]
+        sections.append(("GridSearchCV over SparseGreedyKFD (loky workers)", rows))
+    if "layers" in out:
+        sections.append(("Numba threading layers and OpenMP wait policy", out["layers"]))
+    if "replan" in out:
+        sections.append(("A long fit that starts beside a busy process", out["replan"]))
+    return sections
 
 
 if __name__ == "__main__":

@@ -32,4 +32,5 @@ __all__ = [
     "load_ida",
     "registered_estimators",
 ]
+#: The package version, set here only: the build reads it (pyproject.toml, ``[tool.setuptools.dynamic]``).
 __version__ = "0.1.0"
