@@ -1,54 +1,28 @@
 """kFDA_q (LqKFD) benchmarks: IDA accuracy beside the paper and KFD, and fit speed.
 
-Accuracy: the harness protocol of ``benchmarks/ida.py`` (5-fold CV on the first
-5 realisations, median parameters, test error on 10 realisations) for q = 1 and
-q = 0.5, once selecting for the lowest CV error and once for the fewest
-retained samples, next to ``KFD`` on the same splits and Harrison & Pasupa's
-Table 1 (100 realisations there). The two selections share every CV fit (the
-same folds), so fits are cached between them.
+Accuracy (``--part accuracy``): the harness protocol of ``benchmarks/ida.py`` (5-fold
+CV on the first 5 realisations, median parameters, test error on 10 realisations) for
+q = 1 and q = 0.5, once selecting for the lowest CV error and once for the fewest
+retained samples, next to ``KFD`` on the same splits (its grid with LqKFD's σ range) and
+Harrison & Pasupa's Table 1 (100 realisations there). The two selections share every CV
+fit (the same folds), so fits are cached between them.
 
-Speed: Banana (ℓ = 400) fit warm with the demo parameters, a fit on ℓ = 2000
-points of the Banana pool, iterations and active-set size over time.
+Speed (``--part speed``): Banana (ℓ = 400) fit warm with the demo parameters (median and
+minimum of 7 fits after a warm-up fit), the prediction of its 4 900 test points, then one
+fit on ℓ = 2000 points of the Banana pool; iterations, retained points and the active-set
+size over time. ``--part all`` (the default) runs speed, then accuracy.
 
-Low rank (``--part lowrank``): Banana-like data (the packaged pool resampled
-with jitter, ``benchmarks/_common.py``), σ = 0.7, the default ``rho="auto"``:
-fit seconds, test error and retained points of the exact path (where it
-fits in memory and time) and the low-rank one at every size (module constants
+Low rank (``--part lowrank``): Banana-like data (the packaged pool resampled with
+jitter, ``benchmarks/_common.py``; 20 000 test points), σ = 0.7, ``rho`` of ``--rho``
+(default ``"auto"``): fit seconds, test error and retained points of the exact path (up
+to ``--exact-max`` points) and the low-rank one at every size (module constants
 ``AUTO_EXACT_MAX_N``, ``AUTO_MAX_RANK_FRACTION`` patched, ``PATHS``), beside
-``Nystroem(n_components=m) + RidgeClassifier`` with m the low-rank factor's
-rank, in the same run. Measured on the 2-core development machine while
-other jobs ran (load 4–6, so the seconds are noisy; test set 20 000 points)::
+``Nystroem(n_components=m) + RidgeClassifier`` with m the low-rank factor's rank, in the
+same run. With ``rho="auto"`` a fit includes the leave-one-out pricing of ρ
+(:class:`kfdnumba._loo.LooPath`).
 
-    rho=1e-3 (q = 1)     fit s  error %  retained  rank
-    l=2000    exact       2.86    10.20       349
-              lowrank     0.28    10.20       349   190
-              Nystroem    0.47     9.69       190
-    l=5000    exact      32.84    10.19       760
-              lowrank     1.33    10.19       760   212
-              Nystroem    0.33     9.64       212
-    l=10000   exact     199.90    10.17      1258
-              lowrank     3.26    10.17      1258   225
-              Nystroem    0.56     9.72       225
-    l=20000   lowrank    10.25    10.15      2161   238   (exact: refused, 9.0 GiB)
-              Nystroem    3.71     9.53       238
-    l=100000  lowrank    74.65    10.05      9351   256
-              Nystroem   10.75     9.56       256
-
-    rho="auto" (default)
-    l=2000    exact       7.36     9.65       431
-              lowrank     1.04     9.65       431   190
-              Nystroem    0.29     9.69       190
-    l=5000    exact      74.07     9.66       985
-              lowrank    20.18     9.66       985   212
-              Nystroem    1.02     9.64       212
-
-With ``rho="auto"`` the low-rank fits themselves took 1.5 s at ℓ = 5000; the
-rest (19.5 s) was the leave-one-out pricing of the supports
-(:class:`kfdnumba._loo.LooPath`, O(ℓ s²) per ρ for s retained points, 1032
-at ρ = 1e-4). The table above is from before the pricing stopped 10 columns
-after the best prefix (at most 500 priced); since then ``rho="auto"`` keeps
-the smallest good prefix: ℓ = 5000 in 2.1 s with 59 points, 9.56 % error
-(``benchmarks/scale.py``, quiet machine).
+Each part writes ``benchmarks/results/lq_kfd-<part>.md`` (and ``.json``); ``--part all``
+writes ``lq_kfd.md``.
 
 Usage::
 
@@ -75,7 +49,7 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from _common import banana_like, evaluate, format_table  # noqa: E402
+from _common import banana_like, evaluate, format_table, markdown_table, write_results  # noqa: E402
 
 from kfdnumba import KFD, LqKFD, load_banana, lq_kfd  # noqa: E402
 from kfdnumba.datasets import default_data_dir, load_ida  # noqa: E402
@@ -203,6 +177,8 @@ def run_speed(repeats: int = 7) -> dict:
             "n_iter": int(model.n_iter_),
             "retained": int(model.n_retained_),
             "error": err,
+            "predict_4900_s": predict,
+            "active_set": _trace(model),
         }
     data = load_ida("banana")
     rng = np.random.default_rng(0)
@@ -222,6 +198,7 @@ def run_speed(repeats: int = 7) -> dict:
             "fit_min_s": float(times.min()),
             "n_iter": int(model.n_iter_),
             "retained": int(model.n_retained_),
+            "active_set": _trace(model),
         }
     return out
 
@@ -295,13 +272,99 @@ def main(argv=None) -> int:
         rows = run_lowrank(args.sizes, args.exact_max, rho=rho)
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=2))
+        write_results("lq_kfd-lowrank", lowrank_sections(rows, rho, args.exact_max), data=rows)
         return 0
+    sections, data = [], {}
     if args.part in ("speed", "all"):
-        run_speed()
+        data["speed"] = run_speed()
+        sections += speed_sections(data["speed"])
     if args.part in ("accuracy", "all"):
         data_dir = args.data_dir or default_data_dir()
-        run_accuracy(args.datasets, args.qs, args.selects, data_dir, args.json)
+        data["accuracy"] = run_accuracy(args.datasets, args.qs, args.selects, data_dir, args.json)
+        sections += accuracy_sections(data["accuracy"])
+    write_results("lq_kfd" if args.part == "all" else f"lq_kfd-{args.part}", sections, data=data)
     return 0
+
+
+# ----------------------------------------------------------------------------- results files
+def speed_sections(out: dict) -> list[tuple[str, str]]:
+    """The fits of :func:`run_speed` as a table, and their active sets over time."""
+    rows, traces = [], []
+    for key, r in out.items():
+        case = "Banana, ℓ = 400" if key.startswith("banana") else "Banana pool, ℓ = 2000"
+        q = key.rsplit("_q", 1)[1]
+        rows.append(
+            {
+                "data": case,
+                "q": q,
+                "fit median s": r["fit_median_s"],
+                "fit min s": r["fit_min_s"],
+                "predict 4900 s": r.get("predict_4900_s", ""),
+                "iterations": r["n_iter"],
+                "retained": r["retained"],
+                "test error %": r.get("error", ""),
+            }
+        )
+        traces.append(f"- {case}, q = {q}: {r['active_set']}")
+    what = (
+        f"LqKFD with its demo parameters ({LqKFD.demo_params}) and q. Banana realisation 1: median and minimum of 7 "
+        "fits after a warm-up fit, and the prediction of its 4 900 test points; Banana pool: one fit on 2000 points "
+        "drawn without replacement (seed 0)."
+    )
+    return [
+        ("Fit speed", what + "\n\n" + markdown_table(rows)),
+        ("Active-set size m over the iterations (milliseconds since the start of the fit)", "\n".join(traces)),
+    ]
+
+
+def accuracy_sections(results: list[dict]) -> list[tuple[str, str]]:
+    """The protocol's rows, with the paper's beside LqKFD's."""
+    rows = []
+    for r in results:
+        paper = r.get("paper_error") is not None
+        rows.append(
+            {
+                "set": r["dataset"],
+                "method": r["method"],
+                "select": r["select"],
+                "test error %": f"{r['error_mean']:.2f} ± {r['error_std']:.2f}",
+                "paper error %": r["paper_error"] if paper else "",
+                "retained %": r["retained_pct"],
+                "paper retained %": r["paper_retained_pct"] if paper else "",
+                "fit s": r["fit_time"],
+                "parameters": ", ".join(
+                    f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r["params"].items()
+                ),
+            }
+        )
+    what = (
+        "Test error over 10 realisations (mean ± std, %): parameters by 5-fold CV on each of the first 5 training "
+        "sets (the lowest CV error, or the fewest retained samples within one std of it), the median of the choices "
+        "fitted on every realisation; retained training points (%); median fit seconds. KFD: the same protocol, its "
+        "grid with LqKFD's σ range. Paper: Harrison & Pasupa's Table 1 (100 realisations)."
+    )
+    return [("The papers' protocol", what + "\n\n" + markdown_table(rows))]
+
+
+def lowrank_sections(rows: list[dict], rho, exact_max: int) -> list[tuple[str, str]]:
+    """The exact and low-rank fits and their Nyström peer at each size."""
+    table = [
+        {
+            "ℓ": r["n"],
+            "method": r["method"],
+            "fit s": r["fit_s"],
+            "test error %": r["error"],
+            "retained": r["retained"],
+            "rank": r["rank"],
+        }
+        for r in rows
+    ]
+    what = (
+        f"Banana-like data (seed 0), 20 000 test points, σ = 0.7, rho={rho!r}: LqKFD on its exact path (up to "
+        f"ℓ = {exact_max}) and on its low-rank path, one fit each after warm-up fits on 300 points; "
+        "Nystroem(m) + RidgeClassifier with m the low-rank factor's rank."
+    )
+    return [("Exact and low-rank LqKFD beside Nyström", what + "\n\n" + markdown_table(table))]
 
 
 if __name__ == "__main__":

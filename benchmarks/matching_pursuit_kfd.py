@@ -23,6 +23,10 @@ Parts (``--parts``, default all):
   ringnorm (``_common.breiman``, σ 19.5 / 3.49, realisations 0-1, 7 000 test points) at
   2 000 / 5 000. Test error %, points kept, fit ms. ``--sizes`` to change the sizes.
 
+The run writes ``benchmarks/results/matching_pursuit_kfd.md`` (and ``.json``) with the
+default parts, ``matching_pursuit_kfd-<part>-<part>...`` with others (``-criteria``
+with ``--parts criteria``).
+
 Usage::
 
     python benchmarks/matching_pursuit_kfd.py --parts speed
@@ -48,13 +52,14 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from _common import _resolve, banana_like, breiman, evaluate  # noqa: E402
+from _common import _resolve, banana_like, breiman, evaluate, markdown_table, write_results  # noqa: E402
 
 from kfdnumba import KFD, MatchingPursuitKFD, load_ida, matching_pursuit_kfd  # noqa: E402
 from kfdnumba.datasets import default_data_dir  # noqa: E402
 from kfdnumba.matching_pursuit_kfd import CRITERIA, DEFLATIONS  # noqa: E402
 
 DATASETS = ["banana", "breast_cancer", "german", "heart"]
+PARTS = ["protocol", "grid", "implicit", "speed"]  # the default parts, in the order they run
 
 
 def constants(**values):
@@ -111,7 +116,7 @@ def part_protocol(datasets, data_dir, n_real, out):
 
 
 def default_params(datasets, data_dir):
-    """The default's parameters chosen by the protocol, or a fixed fallback."""
+    """Fixed parameters per set (σ relative to auto), used where the ``protocol`` part does not choose them."""
     return {ds: {"sigma": 0.5, "n_bases": 40, "mu": 1e-3} for ds in datasets}
 
 
@@ -202,7 +207,7 @@ def part_speed(out):
             flush=True,
         )
         out.setdefault("speed", []).append(
-            {"case": f"banana k=50 {crit}", "median_s": med, "min_s": best, "cpu_s": cpu}
+            {"case": f"banana k=50 {crit}", "median_s": med, "min_s": best, "cpu_s": cpu, "predict_4900_s": pred}
         )
     pool = load_ida("banana", None)
     rng = np.random.default_rng(0)
@@ -252,7 +257,14 @@ def part_criteria(sizes, out):
             error = 100.0 * float(np.mean(est.predict(Xt) != yt))
             cells.append(f"{kind}: {error:5.2f} % {est.n_retained_:4d} pts {1e3 * fit:6.0f} ms [{est.criterion_}]")
             out.setdefault("criteria", []).append(
-                {"case": label, "kind": kind, "error": error, "kept": int(est.n_retained_), "fit_s": fit}
+                {
+                    "case": label,
+                    "kind": kind,
+                    "error": error,
+                    "kept": int(est.n_retained_),
+                    "fit_s": fit,
+                    "criterion": str(est.criterion_),
+                }
             )
         print(f"{label:<15} " + " | ".join(cells), flush=True)
 
@@ -260,7 +272,7 @@ def part_criteria(sizes, out):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=DATASETS)
-    parser.add_argument("--parts", nargs="+", default=["protocol", "grid", "implicit", "speed"])
+    parser.add_argument("--parts", nargs="+", default=PARTS)
     parser.add_argument("--realizations", type=int, default=10)
     parser.add_argument("--json", default=None)
     parser.add_argument("--params", default=None, help="JSON {dataset: params} to use instead of the protocol's")
@@ -271,6 +283,8 @@ def main(argv=None) -> int:
         part_criteria(args.sizes, out)
         if args.json:
             Path(args.json).write_text(json.dumps(out, indent=2, default=str))
+        title = 'MPKFDA (Diethe & Hussain): the selections criterion="auto" may run, alone and together'
+        write_results("matching_pursuit_kfd-criteria", criteria_sections(out["criteria"]), title=title, data=out)
         return 0
     data_dir = default_data_dir()
     datasets = [ds for ds in args.datasets if ds == "banana" or (data_dir and (data_dir / f"{ds}.npz").exists())]
@@ -289,7 +303,141 @@ def main(argv=None) -> int:
         part_speed(out)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2, default=str))
+    ran = [part for part in PARTS if part in args.parts]
+    if ran:  # one file per choice of parts: a partial run leaves the default run's file alone
+        name = "matching_pursuit_kfd" if ran == PARTS else "-".join(["matching_pursuit_kfd", *ran])
+        write_results(name, sections(out, params, args.realizations), data={"parameters": params, **out})
     return 0
+
+
+# ----------------------------------------------------------------------------- results files
+def _error(r: dict) -> str:
+    return f"{r['error_mean']:.2f} ± {r['error_std']:.2f}"
+
+
+def _by_set(rows: list[dict], keys: list[str]) -> list[dict]:
+    """Rows of ``part_grid`` (a result per set) as table rows: ``keys``, the average error, each set's error and ms."""
+    table = []
+    for row in rows:
+        per_set = {k: v for k, v in row.items() if isinstance(v, dict)}
+        line = {k: (row[k] if not isinstance(row[k], list) else " + ".join(row[k])) for k in keys}
+        line["average error %"] = float(np.mean([r["error_mean"] for r in per_set.values()]))
+        for ds, r in per_set.items():
+            line[f"{ds} error %"] = _error(r)
+            line[f"{ds} fit ms"] = 1e3 * r["fit_time"]
+        table.append(line)
+    return table
+
+
+def sections(out: dict, params: dict, n_real: int) -> list[tuple[str, str]]:
+    """The parts that ran, as Markdown tables."""
+    result = []
+    if "protocol" in out:
+        rows = [
+            {
+                "set": r["dataset"],
+                "method": r["method"],
+                "test error %": _error(r),
+                "retained %": r["retained_pct"],
+                "fit s": r["fit_time"],
+                "parameters": str(r["params"]),
+            }
+            for r in out["protocol"]
+        ]
+        what = (
+            f"Test error over {n_real} realisations (mean ± std, %): parameters by 5-fold CV on each of the first 5 "
+            "training sets, the median of the choices fitted on every realisation; retained training points (%); "
+            "median fit seconds. MatchingPursuitKFD with its defaults (pseudo + ortho_schur, stage 1)."
+        )
+        result.append(("The papers' protocol: default MPKFDA against KFD", what + "\n\n" + markdown_table(rows)))
+    if any(part in out for part in ("grid", "stages", "implicit")):
+        rows = [{"set": ds, "parameters (σ relative to auto)": str(p)} for ds, p in params.items()]
+        result.append(("Parameters held fixed below", markdown_table(rows)))
+    fixed = f"test error over {n_real} realisations (mean ± std, %) and median fit milliseconds per set"
+    if "grid" in out:
+        rows = sorted(_by_set(out["grid"], ["criterion", "deflation"]), key=lambda r: r["average error %"])
+        result.append(("Criterion × deflation at stage 1", f"Best first; {fixed}.\n\n" + markdown_table(rows)))
+    if "stages" in out:
+        rows = _by_set(out["stages"], ["pair", "stage"])
+        result.append(("Stages for the best pair", f"{fixed.capitalize()}.\n\n" + markdown_table(rows)))
+    if "implicit" in out:
+        rows = [
+            {
+                "set": r["dataset"],
+                "criterion": r["criterion"],
+                "variant": r["variant"],
+                "test error %": _error(r),
+                "fit ms": 1e3 * r["fit_time"],
+                "retained %": r["retained_pct"],
+            }
+            for r in out["implicit"]
+        ]
+        what = (
+            "The default pair on the dense deflated kernel, on the implicit rank-m one (m landmarks), and scoring a "
+            f"random subset of the candidates per round (ℓ/10, ℓ/4); {fixed}."
+        )
+        result.append(("Implicit deflated kernel and candidate subsets", what + "\n\n" + markdown_table(rows)))
+    if "speed" in out:
+        rows = [
+            {
+                "case": r["case"],
+                "fit median s": r["median_s"],
+                "fit min s": r["min_s"],
+                "CPU s": r["cpu_s"],
+                "predict 4900 s": r.get("predict_4900_s", ""),
+            }
+            for r in out["speed"]
+        ]
+        what = (
+            "σ = 0.7. Banana realisation 1 (ℓ = 400), k = 50: median and minimum of 20 fits after a warm-up fit, "
+            "median process CPU seconds, the prediction of its 4 900 test points. 5 000 points of the Banana pool, "
+            "k = 200: median and minimum of 2 fits, κ = 59 candidates per round on the dense deflated kernel, or the "
+            "defaults (at this ℓ: κ = 59 on the implicit deflated kernel)."
+        )
+        result.append(("Speed", what + "\n\n" + markdown_table(rows)))
+    return result
+
+
+def criteria_sections(rows: list[dict]) -> list[tuple[str, str]]:
+    """Every fit of :func:`part_criteria`, and the means per case and kind."""
+    table, seen = [], {}
+    for r in rows:
+        draw = seen[(r["case"], r["kind"])] = seen.get((r["case"], r["kind"]), 0) + 1
+        table.append(
+            {
+                "case": r["case"],
+                "draw": draw,
+                "kind": r["kind"],
+                "test error %": r["error"],
+                "points kept": r["kept"],
+                "fit ms": 1e3 * r["fit_s"],
+                "criterion_": r.get("criterion", ""),
+            }
+        )
+    means = []
+    for case, kind in dict.fromkeys((r["case"], r["kind"]) for r in rows):
+        cell = [r for r in rows if r["case"] == case and r["kind"] == kind]
+        means.append(
+            {
+                "case": case,
+                "kind": kind,
+                "draws": len(cell),
+                "test error %": float(np.mean([r["error"] for r in cell])),
+                "points kept": float(np.mean([r["kept"] for r in cell])),
+                "fit ms": 1e3 * float(np.mean([r["fit_s"] for r in cell])),
+            }
+        )
+    what = (
+        'MatchingPursuitKFD with its defaults and random_state=0: "both" (the pseudo and the random selection, '
+        'priced, as criterion="auto" is up to AUTO_CRITERIA_MAX_N = '
+        f'{matching_pursuit_kfd.AUTO_CRITERIA_MAX_N} points), "pseudo" and "random". Banana-like data (training '
+        "seeds 10-12, 10 000 test points of seed 99, σ = 0.7); twonorm and ringnorm (σ 19.5 / 3.49, 2 realisations, "
+        "7 000 test points)."
+    )
+    return [
+        ("Means over the draws", what + "\n\n" + markdown_table(means)),
+        ("Every fit", markdown_table(table)),
+    ]
 
 
 if __name__ == "__main__":
