@@ -81,7 +81,7 @@ def test_refit_gives_the_same_model_for_any_row_blocking(dependent_points, penal
     third = refit_on_rows(kernel, X, Y, support, penalty, lambdas)
     for a, b, c in zip(one, blocked, third):
         assert a.lam == b.lam == c.lam
-        np.testing.assert_allclose(b.press, a.press, rtol=1e-9)
+        np.testing.assert_allclose(b.press, a.press, rtol=1e-6)  # the tie tolerance (PRESS_TIE_RTOL)
         for other in (b, c):
             assert_close_scaled(other.train_output, a.train_output)
             assert_close_scaled(other.loo_output, a.loo_output)
