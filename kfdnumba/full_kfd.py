@@ -39,6 +39,7 @@ from ._base import (
     Options,
     check_memory,
     choose_threshold,
+    pooled_class_stats,
     register,
     stratified_subset,
 )
@@ -52,6 +53,9 @@ __all__ = ["KFD"]
 
 #: ``mu="auto"``: exact leave-one-out over the λ grid up to this many points, on a random subset of this size above.
 AUTO_MU_POINTS = 1000
+#: ``mu="auto"`` above ``AUTO_MU_POINTS``: the leave-one-out outputs of the fitted model (for the cut and the
+#: probabilities) are computed exactly at this many evenly spread training points (O(ℓ² · this) after the Cholesky).
+LOO_SAMPLE_POINTS = 1000
 #: KFD's LAPACK sections (syrk + Cholesky, eigh) get BLAS threads only from this work on (ℓ ≳ 900):
 #: below it the spinning BLAS workers slowed the next fit's parallel Gram block more than they saved
 #: (ℓ = 400: median fit 25 ms with them against 18 ms on one thread; benchmarks/threads.py).
@@ -135,6 +139,40 @@ def _centre_columns_by_class(K, positive):
     return means
 
 
+def spread_rows(positive: np.ndarray, size: int) -> np.ndarray | None:
+    """Return ``size`` training indices evenly spread over the rows (None if one class is missing among them)."""
+    n = positive.shape[0]
+    rows = np.unique(np.linspace(0, n - 1, min(n, size)).round().astype(np.intp))
+    on = positive[rows]
+    return rows if on.any() and not on.all() else None
+
+
+def sampled_ridge_loo(K, means, positive, factor, alpha, output, rows):
+    """Return the ridge fit on every row and its exact leave-one-out outputs at ``rows``: ``(fit, loo[rows])``.
+
+    :func:`ridge_loo_grid`'s model at KFD's μ from KFD's own Cholesky factor of ``N + μI``: with the
+    design centred on its mean column ``m̄``, ``G = N + c d dᵀ`` (``c = ℓ₊ℓ₋/ℓ``, ``d = M₊ - M₋``), so
+    ``(G + μI)⁻¹ = (N + μI)⁻¹ - c α αᵀ / (1 + c dᵀα)`` (Sherman–Morrison, ``α = (N + μI)⁻¹d``); the ridge
+    coefficients are ``2c α / (1 + c dᵀα)`` and the hat diagonal at row j is
+    ``1/ℓ + u_jᵀ(N + μI)⁻¹u_j - c (αᵀu_j)² / (1 + c dᵀα)``, ``u_j = k_j - m̄``. K is class-centred
+    (``K̄``, :func:`_centre_columns_by_class`), ``means`` its class mean columns, ``output`` = Kα.
+    O(ℓ² · len(rows)).
+    """
+    n = K.shape[0]
+    n_pos = float(np.count_nonzero(positive))
+    c = n_pos * (n - n_pos) / n
+    d = means[:, 1] - means[:, 0]
+    mean = (n_pos * means[:, 1] + (n - n_pos) * means[:, 0]) / n  # m̄
+    g = float(d @ alpha)
+    y = np.where(positive, 1.0, -1.0)
+    fit = y.mean() + (2.0 * c / (1.0 + c * g)) * (output - mean @ alpha)
+    U = K[:, rows] + (np.where(positive[rows], 1, 0)[None, :] * d[:, None] + means[:, :1] - mean[:, None])
+    V = scipy.linalg.cho_solve(factor, U, check_finite=False)
+    ua = output[rows] - mean @ alpha  # u_jᵀα
+    h = 1.0 / n + np.einsum("ij,ij->j", U, V) - c * ua * ua / (1.0 + c * g)
+    return fit, y[rows] - (y[rows] - fit[rows]) / np.maximum(1.0 - h, 1e-10)
+
+
 @register("KFD")
 @dataclass(kw_only=True, eq=False)
 class KFD(KernelClassifier):
@@ -152,7 +190,10 @@ class KFD(KernelClassifier):
         comes from the same eigendecomposition); above, chosen on a
         stratified random subset of 1000 points (``random_state``) and scaled
         by ℓ/1000 (about 0.2 s, an approximation: the best μ/ℓ drifts slowly
-        with ℓ). The chosen value is ``loo_lambda_``.
+        with ℓ), and the cut and the probabilities use the fitted model's
+        exact leave-one-out outputs at ``LOO_SAMPLE_POINTS`` = 1000 evenly
+        spread training points (:func:`sampled_ridge_loo`). The chosen value
+        is ``loo_lambda_``.
     threshold : {"auto", "midpoint", "bayes"}, default "auto"
         Cut on the 1-D output: "auto", where prior-weighted Gaussian
         class-conditionals with a pooled variance of the training outputs
@@ -216,6 +257,7 @@ class KFD(KernelClassifier):
             K = self.kernel_.block(X, X)
         mu, loo, alpha = self._choose_mu(K, y, rng, eig)
         pos = positive.astype(bool)
+        rows = None  # the rows of ``loo`` when it is a sample of them (μ chosen on a subset)
         if alpha is not None:  # the ridge solution from the eigendecomposition: KFD's direction, up to scale
             output = K @ alpha
         else:
@@ -233,6 +275,9 @@ class KFD(KernelClassifier):
                 alpha = scipy.linalg.cho_solve(factor, d, check_finite=False)
             # f = K alpha, rebuilt from the class-centred K and the class means.
             output = K @ alpha + means[:, 1] * alpha[pos].sum() + means[:, 0] * alpha[~pos].sum()
+            if self.mu == "auto":  # μ chosen on a subset: the model's own leave-one-out outputs at spread rows
+                rows = spread_rows(pos, LOO_SAMPLE_POINTS)
+                loo = None if rows is None else sampled_ridge_loo(K, means, pos, factor, alpha, output, rows)
         m_pos, m_neg = output[pos].mean(), output[~pos].mean()
         gap = m_pos - m_neg  # = dᵀ(N + μI)⁻¹d > 0
         if not gap > 0:
@@ -248,17 +293,30 @@ class KFD(KernelClassifier):
             fit, loo = loo
             fit_gap = fit[pos].mean() - fit[~pos].mean()
             loo = output[pos].mean() + (2.0 / fit_gap) * (loo - fit[pos].mean()) if fit_gap > 0 else None
+        on = pos if rows is None else pos[rows]
         cut_on = output if loo is None or self.threshold != "auto" else loo
-        cut = choose_threshold(self.threshold, 0.5 * (m_pos + m_neg) * scale, cut_on, pos)
-        return KernelExpansion(
+        cut = choose_threshold(self.threshold, 0.5 * (m_pos + m_neg) * scale, cut_on, pos if cut_on is output else on)
+        expansion = KernelExpansion(
             support=np.arange(n),
             coef=alpha * scale,
             intercept=0.0,
             threshold=cut,
             train_output=output,
-            validation_output=loo,
+            validation_output=loo if rows is None else None,
             info=info,
         )
+        if rows is not None and loo is not None:  # the probability model from the sampled leave-one-out outputs
+            out = loo - cut
+            stats = [(out[~on], (~pos).mean()), (out[on], pos.mean())]
+            expansion.output_stats = (
+                np.array([v.mean() for v, _ in stats]),
+                np.array([v.var(ddof=1) if v.shape[0] > 1 else 0.0 for v, _ in stats]),
+                np.array([p for _, p in stats]),
+                pooled_class_stats(out, on)[2],
+            )
+            expansion.validation_counts = (float(np.count_nonzero(~on)), float(np.count_nonzero(on)))
+            expansion.calibration = (out, np.where(on, 1.0, -1.0))
+        return expansion
 
     def _choose_mu(self, K, y, rng, eig=None):
         """Return μ, ``(ridge fit, its LOO outputs)`` and the ridge α when μ was chosen by exact leave-one-out.

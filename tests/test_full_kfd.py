@@ -41,13 +41,35 @@ def test_kfd_retains_all_and_classifies():
     assert model.score(X, y) > 0.98  # measured 80/80; at most one error (1.25 points)
 
 
+@pytest.mark.parametrize("kernel", ["laplacian", "poly"])
+def test_kfd_other_kernels_match_the_textbook_formula(kernel):
+    from naive import laplacian, poly
+
+    X, y = two_blobs(40, d=3, seed=1)
+    model = KFD(kernel=kernel, sigma=1.2, mu=1e-2, degree=2, coef0=1.0).fit(X, y)
+    K = laplacian(X, X, 1.2) if kernel == "laplacian" else poly(X, X, 1.2, 2, 1.0)
+    alpha, _ = full_kfd(K, y, 1e-2)
+    coef = model.dual_coef_[:, 0]
+    np.testing.assert_allclose(coef, alpha * (coef[0] / alpha[0]), rtol=1e-7)
+    f = K @ coef
+    assert f[y > 0].mean() - f[y < 0].mean() == pytest.approx(2.0)
+
+
 def test_kfd_linear_kernel():
     X, y = two_blobs(60, seed=3, shift=2.0)
     assert KFD(kernel="linear", mu=1.0).fit(X, y).score(X, y) > 0.9
 
 
 @pytest.mark.parametrize(
-    "params, match", [({"mu": 0.0}, "'mu' parameter"), ({"mu": -1}, "'mu'"), ({"max_memory_gb": 0}, "max_memory_gb")]
+    "params, match",
+    [
+        ({"mu": 0.0}, "'mu' parameter"),
+        ({"mu": -1}, "'mu'"),
+        ({"max_memory_gb": 0}, "max_memory_gb"),
+        ({"kernel": "sigmoid"}, "'kernel' parameter"),
+        ({"kernel": "poly", "degree": 0}, "'degree' parameter"),
+        ({"kernel": "poly", "coef0": -1.0}, "'coef0' parameter"),
+    ],
 )
 def test_kfd_parameter_errors(params, match):
     X, y = two_blobs(20)
@@ -93,3 +115,46 @@ def test_multiclass_computes_the_gram_matrix_once_and_matches_binary_fits(monkey
     for c in range(3):
         binary = KFD(sigma=1.0).fit(X, np.where(y == c, 1, -1))
         np.testing.assert_allclose(model.dual_coef_[:, c], binary.dual_coef_[:, 0], rtol=1e-10, atol=1e-12)
+
+
+def test_sampled_leave_one_out_equals_the_eigendecomposition_and_brute_force(rng):
+    """Above AUTO_MU_POINTS the model's leave-one-out outputs at spread rows, from KFD's own Cholesky factor
+    (Sherman–Morrison on N + μI), against ridge_loo_grid's eigendecomposition and against refits without a row."""
+    import scipy.linalg
+
+    from kfdnumba.full_kfd import ridge_loo_grid, sampled_ridge_loo, spread_rows
+
+    X, y01 = two_blobs(160, seed=5, shift=1.0)
+    positive = y01 == y01.max()
+    y = np.where(positive, 1.0, -1.0)
+    K = rbf(X, X, 0.8)
+    mu = 0.3
+    Kc = K.copy()
+    means = _centre_columns_by_class(Kc, positive.astype(np.int64))
+    N = Kc @ Kc.T + mu * np.eye(160)
+    factor = scipy.linalg.cho_factor(N)
+    alpha = scipy.linalg.cho_solve(factor, means[:, 1] - means[:, 0])
+    rows = spread_rows(positive, 40)
+    fit, loo = sampled_ridge_loo(Kc, means, positive, factor, alpha, K @ alpha, rows)
+    _, fits, loos = ridge_loo_grid(K, y, np.array([mu]))
+    np.testing.assert_allclose(fit, fits[0], atol=1e-9)
+    np.testing.assert_allclose(loo, loos[0][rows], atol=1e-8)
+    Z = np.column_stack([np.ones(160), K])
+    for i in rows[::10]:  # brute force: the ridge fit without row i, evaluated at row i
+        keep = np.arange(160) != i
+        H = Z[keep].T @ Z[keep]
+        H[1:, 1:] += mu * np.eye(160)
+        coef = np.linalg.solve(H, Z[keep].T @ y[keep])
+        assert abs(Z[i] @ coef - loo[list(rows).index(i)]) < 1e-7
+
+
+def test_kfd_above_the_exact_leave_one_out_calibrates_on_sampled_leave_one_out_outputs(monkeypatch):
+    from kfdnumba import full_kfd
+
+    monkeypatch.setattr(full_kfd, "AUTO_MU_POINTS", 100)  # μ on a subset of 100 rows: the sampled path
+    monkeypatch.setattr(full_kfd, "LOO_SAMPLE_POINTS", 60)
+    X, y = two_blobs(300, seed=8, shift=1.0)
+    model = KFD(sigma=0.8, random_state=0).fit(X, y)
+    proba = model.predict_proba(X)
+    assert np.isfinite(proba).all() and 0.0 < model.proba_slope_[0] < 50.0
+    np.testing.assert_array_equal(model.predict(X), model.classes_[np.argmax(proba, axis=1)])

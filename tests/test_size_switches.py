@@ -96,12 +96,11 @@ data; checks the path taken (a fitted attribute, or a spy on the function the pa
 sane (finite decision values, training accuracy well above chance, probabilities summing to 1), and that below
 and above reach the same held-out accuracy within ``ACCURACY_GAP``.
 
-Defect found (a strict xfail, not fixed here): KFD's ``predict_proba`` turns over-confident above
-AUTO_MU_POINTS. Up to 1 000 rows its slope is calibrated on the leave-one-out outputs; from 1 001 rows
-``KFD._choose_mu`` returns no leave-one-out outputs, so the expansion has no ``validation_output`` and the slope
-is the untempered Gaussian one of the training outputs. Adding one training point (the same μ, scaled, and the
-same predictions) takes ``proba_slope_`` 3.3 → 10.9 and the held-out log-loss 0.19 → 0.43 on two blobs
-(σ = 0.7), 4.3 → 20.8 and 0.10 → 0.34 on the arcs.
+KFD across AUTO_MU_POINTS: up to 1 000 rows its probabilities are calibrated on the exact leave-one-out outputs of
+the eigendecomposition; above, on the fitted model's exact leave-one-out outputs at 1 000 spread rows
+(``full_kfd.sampled_ridge_loo``). Without them (the slope then the untempered Gaussian one of the training
+outputs) one more training point took ``proba_slope_`` 3.3 → 10.9 and the held-out log-loss 0.19 → 0.43 on two
+blobs (σ = 0.7), 4.3 → 20.8 and 0.10 → 0.34 on the arcs.
 """
 
 import inspect
@@ -516,11 +515,6 @@ def test_lq_kfd_falls_back_to_the_exact_path_above_500_rows_when_the_factor_need
     assert_sane(model, X, y, "blobs")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="KFD above AUTO_MU_POINTS (1 000 rows) has no leave-one-out outputs: predict_proba's slope is the "
-    "untempered Gaussian one on the training outputs, 3-4x steeper, and the held-out log-loss doubles",
-)
 @pytest.mark.parametrize("data", ["blobs", "moons"])
 def test_kfd_probabilities_stay_calibrated_across_1000_rows(data):
     X_all, y_all = DATA[data](1001)
