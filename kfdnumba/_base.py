@@ -1061,19 +1061,30 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    kernel : {"rbf", "linear"}
+    kernel : {"rbf", "laplacian", "poly", "linear"}
+        ``exp(-||u - v||² / (2σ²))``, ``exp(-||u - v||₁ / σ)``,
+        ``(uᵀv / σ² + coef0)^degree`` or ``uᵀv``.
     sigma : float or "auto"
-        RBF width; "auto" takes σ² = total variance of the training features.
+        The kernel's width (rbf, laplacian) or scale (poly); "auto" takes
+        σ² = total variance of the training features. Unused for linear.
+    degree : int, default 3
+        The polynomial kernel's degree.
+    coef0 : float, default 1.0
+        The polynomial kernel's constant (≥ 0: a positive-definite kernel).
     n_jobs, verbose, random_state
         See :class:`BaseEstimator`.
     """
 
     kernel: str = "rbf"
     sigma: float | str = "auto"
+    degree: int = 3
+    coef0: float = 1.0
 
     _parameter_constraints: ClassVar[dict] = {
-        "kernel": [Options(("rbf", "linear"))],
+        "kernel": [Options(("rbf", "laplacian", "poly", "linear"))],
         "sigma": [Interval("real", 0, None, "neither"), Options(("auto",))],
+        "degree": [Interval("int", 1, None)],
+        "coef0": [Interval("real", 0, None, "left")],
     }
     #: Smallest class size the method can work with.
     _min_samples_per_class: ClassVar[int] = 2
@@ -1122,7 +1133,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         classes, encoded = check_labels(y, X.shape[0], self._min_samples_per_class)
         self.n_features_in_ = X.shape[1]
         self.classes_ = classes
-        self.kernel_ = make_kernel(self.kernel, self.sigma, X)
+        self.kernel_ = make_kernel(self.kernel, self.sigma, X, self.degree, self.coef0)
         rng = self._rng()
         with thread_policy(self.n_jobs):
             if classes.shape[0] == 2:
@@ -1327,8 +1338,8 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         if regulariser is not None:
             parts.append(f"the regulariser {regulariser[0]}={regulariser[1]:.3g}")
         kernel = getattr(self, "kernel_", None)
-        if getattr(kernel, "name", None) == "rbf":
-            parts.append(f"the kernel width sigma={kernel.sigma:.3g}")
+        if getattr(kernel, "name", None) in ("rbf", "laplacian", "poly"):
+            parts.append(f"the kernel {'scale' if kernel.name == 'poly' else 'width'} sigma={kernel.sigma:.3g}")
         return " or ".join(parts) if parts else "the data or the kernel"
 
     # ------------------------------------------------------------------- predict

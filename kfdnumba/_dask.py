@@ -729,7 +729,9 @@ class DaskTrainingSet:
         self.points = {}  # rows of X the greedy loops accepted, by training index (the model's support)
 
     @classmethod
-    def from_arrays(cls, X, y, kernel_name: str, sigma, min_per_class: int) -> DaskTrainingSet:
+    def from_arrays(
+        cls, X, y, kernel_name: str, sigma, min_per_class: int, degree: int = 3, coef0: float = 1.0
+    ) -> DaskTrainingSet:
         """Check X and y on the client and on the chunks (one pass returning flags); σ = "auto" by a second pass."""
         try:
             from distributed import get_client
@@ -813,7 +815,7 @@ class DaskTrainingSet:
             value = float(np.sqrt(total)) if total > 0 else 1.0
         else:
             value = float(sigma)
-        kernel = checked_kernel(kernel_name, value, auto)
+        kernel = checked_kernel(kernel_name, value, auto, degree, coef0)
         return cls(client, x_parts, y_parts, offsets, classes, counts, kernel, X.shape[1])
 
     def columns(self, positive_class: int | None = None, **options) -> DaskColumns:
@@ -923,13 +925,15 @@ class DaskColumns:
 
     # ---------------------------------------------------------------------- validation
     @classmethod
-    def from_arrays(cls, X, y, kernel_name: str, sigma, min_per_class: int, **options) -> DaskColumns:
+    def from_arrays(
+        cls, X, y, kernel_name: str, sigma, min_per_class: int, degree: int = 3, coef0: float = 1.0, **options
+    ) -> DaskColumns:
         """Check X and y on the client and the chunks (:class:`DaskTrainingSet`), then place one state per chunk.
 
         ``options``: ``max_bases``, ``n_candidates``, ``loo_stops`` (stop="loo") and ``max_memory_gb``
         (per worker, for the stored kernel columns).
         """
-        return cls(DaskTrainingSet.from_arrays(X, y, kernel_name, sigma, min_per_class), options)
+        return cls(DaskTrainingSet.from_arrays(X, y, kernel_name, sigma, min_per_class, degree, coef0), options)
 
     # --------------------------------------------------------------------- the greedy loop
     def new_path(self, c: int, lambdas, capacity: int, penalty: str, patience) -> ChunkedLooPath:

@@ -71,6 +71,8 @@ def _fit_sparse_greedy(estimator, X, y):
         estimator.kernel,
         estimator.sigma,
         estimator._min_samples_per_class,
+        estimator.degree,
+        estimator.coef0,
         max_bases=estimator.max_bases,
         n_candidates=estimator.n_candidates,
         loo_stops=estimator.stop == "loo",
@@ -115,7 +117,13 @@ def _fit_matching_pursuit(estimator, X, y):
     for n in (None, "data"):
         if n == "data":
             data = DaskTrainingSet.from_arrays(
-                X, y, estimator.kernel, estimator.sigma, estimator._min_samples_per_class
+                X,
+                y,
+                estimator.kernel,
+                estimator.sigma,
+                estimator._min_samples_per_class,
+                estimator.degree,
+                estimator.coef0,
             )
             n = data.n
         why = estimator._dask_refusal(n)

@@ -210,7 +210,9 @@ def fit_on_subset(estimator, X, y, size: int):
             f"{type(estimator).__name__} on dask arrays cannot use a cut that reads every training output "
             "(threshold='optimized')."
         )
-    data = DaskTrainingSet.from_arrays(X, y, estimator.kernel, estimator.sigma, estimator._min_samples_per_class)
+    data = DaskTrainingSet.from_arrays(
+        X, y, estimator.kernel, estimator.sigma, estimator._min_samples_per_class, estimator.degree, estimator.coef0
+    )
     classes = data.classes
     n_models = 1 if classes.shape[0] == 2 else classes.shape[0]
     rng = estimator._rng()

@@ -1,8 +1,11 @@
 """Kernel functions and blocks shared by every method.
 
-Two kernels, one interface (:class:`Kernel`):
+Four kernels, one interface (:class:`Kernel`):
 
 * ``rbf``: ``k(u, v) = exp(-||u - v||² / (2σ²))`` (all five papers use it);
+* ``laplacian``: ``k(u, v) = exp(-||u - v||₁ / σ)`` (one ``prange`` pass over rows, as the direct RBF block);
+* ``poly``: ``k(u, v) = (uᵀv / σ² + coef0)^degree`` (a BLAS product, then the power in place), positive
+  definite for ``coef0 ≥ 0``;
 * ``linear``: ``k(u, v) = uᵀv``.
 
 ``Kernel.block(A, B)`` is the Gram block ``k(A, B)`` (n_A × n_B),
@@ -173,6 +176,31 @@ def _rbf_block_direct(A, BT, gamma, out, sq_norms):
 
 
 @jit
+def _laplacian_block(A, BT, inv_sigma, out, sq_norms):
+    """out[i, j] = exp(-||A[i] - B[j]||₁ / σ) (``BT = Bᵀ``, ``inv_sigma = 1/σ``), one ``prange`` pass over rows.
+
+    ``sq_norms`` of length n_A: also ``Σ_j out[i, j]²`` per row (empty: not wanted), as :func:`_rbf_block_direct`.
+    """
+    d, n_b = BT.shape
+    want_norms = sq_norms.shape[0] > 0
+    for i in numba.prange(A.shape[0]):
+        row = out[i]
+        for j in range(n_b):
+            row[j] = 0.0
+        for k in range(d):
+            a = A[i, k]
+            for j in range(n_b):
+                row[j] += abs(a - BT[k, j])
+        for j in range(n_b):
+            row[j] = exp_nonpositive(-inv_sigma * row[j])
+        if want_norms:
+            s = 0.0
+            for j in range(n_b):
+                s += row[j] * row[j]
+            sq_norms[i] = s
+
+
+@jit
 def _rbf_from_cross(out, norms_a, norms_b, gamma):
     """In place: out[i, j] = exp(-gamma max(|a_i|² + |b_j|² - 2 out[i, j], 0)) (out holds ``A Bᵀ``)."""
     n_a, n_b = out.shape
@@ -283,14 +311,18 @@ class Kernel:
 
     Parameters
     ----------
-    name : {"rbf", "linear"}
-        Kernel function.
+    name : {"rbf", "laplacian", "poly", "linear"}
+        Kernel function (module docstring).
     sigma : float
-        RBF width, ``k(u, v) = exp(-||u - v||² / (2σ²))``; unused for linear.
+        The width (rbf, laplacian) or scale (poly: ``uᵀv / σ²``); unused for linear.
+    degree, coef0 : int, float
+        The polynomial kernel's ``(uᵀv / σ² + coef0)^degree``; unused otherwise.
     """
 
     name: str
     sigma: float = 1.0
+    degree: int = 3
+    coef0: float = 1.0
 
     @property
     def gamma(self) -> float:
@@ -323,7 +355,7 @@ class Kernel:
             return np.zeros(0)
         if self.name == "linear":
             return X @ (X.T @ v)
-        if X.shape[1] <= DIRECT_MAX_DIM:
+        if self.name == "rbf" and X.shape[1] <= DIRECT_MAX_DIM:
             Xc = X - X.mean(axis=0)
             chunks = min(GRAM_MATVEC_CHUNKS, n)
             bounds = np.round(n * np.sqrt(np.arange(chunks + 1) / chunks)).astype(np.int64)
@@ -361,6 +393,8 @@ class Kernel:
         """Diagonal ``k(x_i, x_i)`` of the Gram matrix."""
         if self.name == "linear":
             return np.einsum("ij,ij->i", X, X)
+        if self.name == "poly":
+            return (np.einsum("ij,ij->i", X, X) / (self.sigma * self.sigma) + self.coef0) ** self.degree
         return np.ones(X.shape[0], dtype=np.float64)
 
     def expansion(self, X: np.ndarray, points: np.ndarray, coef: np.ndarray) -> np.ndarray:
@@ -406,12 +440,12 @@ class KernelRows:
         B = np.ascontiguousarray(B, dtype=np.float64)
         self.n = B.shape[0]
         self.centre = self.norms = self.transposed = None
-        if kernel.name == "linear" or self.n == 0:
+        if kernel.name in ("linear", "poly") or self.n == 0:  # products, not distances: B as it is
             self.B = B
             return
         self.centre = B.mean(axis=0)
         self.B = B - self.centre
-        if B.shape[1] <= DIRECT_MAX_DIM:
+        if kernel.name == "laplacian" or B.shape[1] <= DIRECT_MAX_DIM:
             self.transposed = np.ascontiguousarray(self.B.T)  # the fused pass reads B column-major
         else:
             self.norms = np.einsum("ij,ij->i", self.B, self.B)
@@ -433,8 +467,19 @@ class KernelRows:
             if norms is not None:
                 norms[:] = 0.0
             return out
-        if self.kernel.name == "linear":
+        if self.kernel.name in ("linear", "poly"):
             np.dot(A, self.B.T, out=out)
+            if self.kernel.name == "poly":  # (uᵀv / σ² + coef0)^degree in place
+                out *= 1.0 / (self.kernel.sigma * self.kernel.sigma)
+                out += self.kernel.coef0
+                np.power(out, self.kernel.degree, out=out)
+        elif self.kernel.name == "laplacian":
+            A = A - self.centre
+            fused = _NO_NORMS if norms is None else norms
+            _laplacian_block.run(
+                out.size * (A.shape[1] + EXP_WORK), A, self.transposed, 1.0 / self.kernel.sigma, out, fused
+            )
+            return out
         else:
             A = A - self.centre
             gamma = self.kernel.gamma
@@ -466,7 +511,7 @@ def check_scale(largest: float, n_features: int) -> None:
         )
 
 
-def checked_kernel(name: str, sigma: float, auto: bool = False) -> Kernel:
+def checked_kernel(name: str, sigma: float, auto: bool = False, degree: int = 3, coef0: float = 1.0) -> Kernel:
     """Return the kernel of resolved parameters, or a ValueError when σ exceeds float64's range.
 
     ``auto``: σ came from ``sigma="auto"``. The data's own range is :func:`check_scale`'s, checked first.
@@ -480,13 +525,15 @@ def checked_kernel(name: str, sigma: float, auto: bool = False) -> Kernel:
             f"{what}, outside what float64 arithmetic can use (1 / (2 sigma²) must be a positive finite "
             "number): " + ("scale X (e.g. with scikit-learn's StandardScaler)." if auto else "choose another sigma.")
         )
-    return Kernel("rbf", sigma)
+    if name == "poly":
+        return Kernel("poly", sigma, int(degree), float(coef0))
+    return Kernel(name, sigma)
 
 
-def make_kernel(name: str, sigma, X: np.ndarray) -> Kernel:
-    """Resolve the estimator's ``kernel``/``sigma`` parameters on training data X (:func:`checked_kernel`)."""
+def make_kernel(name: str, sigma, X: np.ndarray, degree: int = 3, coef0: float = 1.0) -> Kernel:
+    """Resolve the estimator's kernel parameters on training data X (:func:`checked_kernel`)."""
     auto = isinstance(sigma, str)
     largest = float(np.max(np.abs(X))) if X.size else 0.0
     check_scale(largest, X.shape[1])  # before σ = "auto", whose variance would overflow
     value = 1.0 if name == "linear" else (auto_sigma(X) if auto else float(sigma))
-    return checked_kernel(name, value, auto)
+    return checked_kernel(name, value, auto, degree, coef0)

@@ -8,6 +8,16 @@ def rbf(A, B, sigma):
     return np.exp(-(diff**2).sum(-1) / (2.0 * sigma**2))
 
 
+def laplacian(A, B, sigma):
+    """exp(-||a - b||₁ / σ) by broadcasting."""
+    return np.exp(-np.abs(A[:, None, :] - B[None, :, :]).sum(axis=2) / sigma)
+
+
+def poly(A, B, sigma, degree, coef0):
+    """(aᵀb / σ² + coef0)^degree."""
+    return (A @ B.T / sigma**2 + coef0) ** degree
+
+
 def linear(A, B):
     return A @ B.T
 

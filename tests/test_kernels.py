@@ -226,3 +226,61 @@ def test_prepared_rows_give_every_block_against_them(name, d):
         np.testing.assert_allclose(norms, (twin**2).sum(axis=1), rtol=1e-10)
     np.testing.assert_array_equal(rows.B, (B - B.mean(axis=0)) if name == "rbf" else B)  # B itself is not changed
     assert rows.block(np.zeros((0, d))).shape == (0, 70)
+
+
+# ------------------------------------------------------------------ laplacian and polynomial kernels
+def _twin(kernel: Kernel):
+    from naive import laplacian, poly
+
+    if kernel.name == "laplacian":
+        return lambda A, B: laplacian(A, B, kernel.sigma)
+    return lambda A, B: poly(A, B, kernel.sigma, kernel.degree, kernel.coef0)
+
+
+OTHER_KERNELS = [Kernel("laplacian", 1.3), Kernel("poly", 1.7, 3, 1.0), Kernel("poly", 0.9, 2, 0.0)]
+
+
+@pytest.mark.parametrize("kernel", OTHER_KERNELS, ids=lambda k: f"{k.name}-{k.degree}")
+@pytest.mark.parametrize("d", [1, 3, _kernels.DIRECT_MAX_DIM + 2])
+def test_other_kernels_block_diag_columns_and_norms_match_numpy(rng, kernel, d):
+    A = rng.standard_normal((23, d)) + 0.5
+    B = rng.standard_normal((17, d))
+    twin = _twin(kernel)
+    expected = twin(A, B)
+    scale = np.abs(expected).max()
+    np.testing.assert_allclose(kernel.block(A, B), expected, rtol=1e-12, atol=1e-13 * scale)
+    block, norms = kernel.block_and_row_norms(A, B)
+    np.testing.assert_allclose(norms, (expected * expected).sum(axis=1), rtol=1e-11)
+    np.testing.assert_allclose(kernel.diag(A), np.diag(twin(A, A)), rtol=1e-12)
+    idx = np.array([3, 0, 16])
+    np.testing.assert_allclose(kernel.columns(B, idx), twin(B, B)[:, idx], rtol=1e-12, atol=1e-13 * scale)
+
+
+@pytest.mark.parametrize("kernel", OTHER_KERNELS, ids=lambda k: f"{k.name}-{k.degree}")
+def test_other_kernels_matvec_and_expansion_match_numpy(rng, kernel):
+    X = rng.standard_normal((57, 3))
+    P = rng.standard_normal((9, 3))
+    v, coef = rng.standard_normal(57), rng.standard_normal((9, 2))
+    K = _twin(kernel)(X, X)
+    scale = np.abs(K).sum(axis=1).max() * np.abs(v).max()
+    np.testing.assert_allclose(kernel.gram_matvec(X, v), K @ v, rtol=0, atol=1e-12 * scale)
+    expected = _twin(kernel)(X, P) @ coef
+    np.testing.assert_allclose(kernel.expansion(X, P, coef), expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+
+
+def test_laplacian_block_parallel_path_matches_the_serial_twin(rng):
+    from kfdnumba._threads import force_parallel, numba_threads
+
+    A, B = rng.standard_normal((130, 4)), rng.standard_normal((70, 4))
+    kernel = Kernel("laplacian", 1.1)
+    serial = kernel.block(A, B)
+    with force_parallel(), numba_threads(2):
+        two = kernel.block(A, B)
+    np.testing.assert_allclose(two, serial, rtol=1e-14, atol=0)
+
+
+def test_make_kernel_takes_the_polynomial_parameters_and_sigma_auto(rng):
+    X = rng.standard_normal((40, 3)) * 2.0
+    k = make_kernel("poly", "auto", X, degree=2, coef0=0.5)
+    assert (k.name, k.degree, k.coef0) == ("poly", 2, 0.5) and k.sigma == pytest.approx(auto_sigma(X))
+    assert make_kernel("laplacian", 0.7, X).sigma == 0.7

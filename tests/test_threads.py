@@ -137,6 +137,7 @@ PARALLEL_CASES = [
         (70, 2, 10, 2),
     ),
     ("SparseGreedyKFD 3 classes", SparseGreedyKFD, {"sigma": 1.0, "max_bases": 12}, (90, 2, 5, 3)),
+    ("SparseGreedyKFD laplacian", SparseGreedyKFD, {"kernel": "laplacian", "max_bases": 12}, (90, 2, 5, 2)),
     (
         "MatchingPursuitKFD dense",
         MatchingPursuitKFD,
@@ -209,7 +210,7 @@ def test_every_parallel_kernel_runs_in_parallel_with_one_and_two_threads_equal(m
         _fitted_outputs(DDAClassifier, {"floor": 0.5, "early_stopping": False, "max_iter": 2}, (30, 2, 9, 2), 2)
     never = sorted(name for name, k in kernels.items() if k.parallel_calls == before[name])
     assert not never, f"parallel kernels the suite never ran in parallel: {never}"
-    assert len(kernels) >= 21  # every prange kernel of the package is registered
+    assert len(kernels) >= 22  # every prange kernel of the package is registered
 
 
 def test_small_work_takes_the_serial_twin():
