@@ -264,6 +264,18 @@ class _RandomStateConstraint:
 RANDOM_STATE = _RandomStateConstraint()
 
 
+class _KernelConstraint:
+    """A built-in kernel's name, "precomputed", or a callable ``k(A, B)``."""
+
+    names = ("rbf", "laplacian", "poly", "linear", "precomputed")
+
+    def accepts(self, value) -> bool:
+        return callable(value) or Options(self.names).accepts(value)
+
+    def __str__(self) -> str:
+        return "one of " + ", ".join(repr(v) for v in self.names) + " or a callable k(A, B)"
+
+
 def _make_rng(random_state) -> np.random.Generator:
     if isinstance(random_state, np.random.Generator):
         return random_state
@@ -1005,7 +1017,12 @@ class ClassifierMixin:
             target_tags=TargetTags(required=True),
             classifier_tags=ClassifierTags(multi_class=True, multi_label=False),
             transformer_tags=TransformerTags() if hasattr(self, "transform") else None,
-            input_tags=InputTags(two_d_array=True, sparse=False, allow_nan=False),
+            input_tags=InputTags(
+                two_d_array=True,
+                sparse=False,
+                allow_nan=False,
+                pairwise=isinstance(getattr(self, "kernel", None), str) and self.kernel == "precomputed",
+            ),
             requires_fit=True,
         )
 
@@ -1061,9 +1078,14 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    kernel : {"rbf", "laplacian", "poly", "linear"}
+    kernel : {"rbf", "laplacian", "poly", "linear", "precomputed"} or callable
         ``exp(-||u - v||² / (2σ²))``, ``exp(-||u - v||₁ / σ)``,
-        ``(uᵀv / σ² + coef0)^degree`` or ``uᵀv``.
+        ``(uᵀv / σ² + coef0)^degree`` or ``uᵀv``. "precomputed": ``fit``
+        takes the ℓ × ℓ training Gram matrix and prediction the n × ℓ matrix
+        against the training points (as scikit-learn's ``SVC``); the model
+        keeps the indices it needs (``support_``). A callable
+        ``k(A, B) -> (len(A), len(B))`` is evaluated in blocks. Both fit in
+        memory only (not on dask arrays).
     sigma : float or "auto"
         The kernel's width (rbf, laplacian) or scale (poly); "auto" takes
         σ² = total variance of the training features. Unused for linear.
@@ -1081,7 +1103,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
     coef0: float = 1.0
 
     _parameter_constraints: ClassVar[dict] = {
-        "kernel": [Options(("rbf", "laplacian", "poly", "linear"))],
+        "kernel": [_KernelConstraint()],
         "sigma": [Interval("real", 0, None, "neither"), Options(("auto",))],
         "degree": [Interval("int", 1, None)],
         "coef0": [Interval("real", 0, None, "left")],
@@ -1130,10 +1152,18 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         self._validate_params()
         check_feature_names(self, X, reset=True)
         X = check_array(X)
+        precomputed = isinstance(self.kernel, str) and self.kernel == "precomputed"
+        if precomputed and X.shape[0] != X.shape[1]:
+            raise ValueError(
+                f"kernel='precomputed': X must be the square training Gram matrix (n_samples x n_samples); got shape "
+                f"{X.shape}."
+            )
         classes, encoded = check_labels(y, X.shape[0], self._min_samples_per_class)
         self.n_features_in_ = X.shape[1]
         self.classes_ = classes
         self.kernel_ = make_kernel(self.kernel, self.sigma, X, self.degree, self.coef0)
+        if precomputed:  # the methods' rows are the training indices; the kernel looks them up in X
+            X = np.arange(X.shape[0], dtype=np.float64)[:, None]
         rng = self._rng()
         with thread_policy(self.n_jobs):
             if classes.shape[0] == 2:
@@ -1142,6 +1172,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
                 targets = np.where(encoded[None, :] == np.arange(classes.shape[0])[:, None], 1.0, -1.0)
             expansions = self._fit_expansions(X, encoded, targets, rng)
             self._store_expansions(X, targets, expansions)
+        self.kernel_ = self.kernel_.without_gram()
         return self
 
     def _fit_expansions(self, X, encoded, targets, rng) -> list[KernelExpansion]:
@@ -1353,7 +1384,9 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         self._check_is_fitted()
         check_feature_names(self, X, reset=False)
         X = check_array(X, n_features=self.n_features_in_, owner=type(self).__name__)
-        uses_blas = self.kernel_.name == "linear" or X.shape[1] > DIRECT_MAX_DIM  # else the fused Numba pass
+        if self.kernel_.name == "precomputed":  # X: the kernel against the training points, their columns kept
+            return X[:, self.support_] @ self.dual_coef_ + self.intercept_
+        uses_blas = self.kernel_.name != "rbf" or X.shape[1] > DIRECT_MAX_DIM  # else the fused Numba pass
         with thread_policy(self.n_jobs, blas=uses_blas):
             out = self.kernel_.expansion(X, self.support_vectors_, self.dual_coef_)
         return out + self.intercept_

@@ -32,6 +32,13 @@ __all__ = ["fit", "map_row_blocks", "DaskBases"]
 def fit(estimator, X, y):
     """``estimator.fit(X, y)`` with X or y a dask array: the estimator's distributed fit, or a clear refusal."""
     name = type(estimator).__name__
+    kernel = getattr(estimator, "kernel", None)
+    if callable(kernel) or (isinstance(kernel, str) and kernel == "precomputed"):
+        raise TypeError(
+            f"{name} with kernel={kernel!r} cannot fit on a dask array: the workers compute the built-in kernels "
+            "('rbf', 'laplacian', 'poly', 'linear') themselves. Compute the data first (X.compute()) if it fits in "
+            "memory."
+        )
     if isinstance(estimator, SparseKernelClassifier) and is_dask_array(X):
         estimator._validate_params()
         check_row_chunks(X)  # whole rows, known chunk sizes: before the size picks a path

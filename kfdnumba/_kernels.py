@@ -8,6 +8,10 @@ Four kernels, one interface (:class:`Kernel`):
   definite for ``coef0 ≥ 0``;
 * ``linear``: ``k(u, v) = uᵀv``.
 
+And the kernels users bring: ``callable``, a Python function ``k(A, B) -> (len(A), len(B))`` evaluated in
+blocks, and ``precomputed``, the training Gram matrix itself, whose "rows" are training indices (a block is
+``K[a, b]``; the estimators keep the indices their models need).
+
 ``Kernel.block(A, B)`` is the Gram block ``k(A, B)`` (n_A × n_B),
 ``Kernel.columns(X, idx)`` the selected columns ``K[:, idx]`` computed from X
 without forming the ℓ × ℓ Gram matrix, ``Kernel.diag(X)`` the diagonal, and
@@ -43,7 +47,7 @@ below 1e-17) and ``2ⁿ`` built from its bits; within 1 ulp of NumPy's exp here
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numba
 import numpy as np
@@ -317,12 +321,22 @@ class Kernel:
         The width (rbf, laplacian) or scale (poly: ``uᵀv / σ²``); unused for linear.
     degree, coef0 : int, float
         The polynomial kernel's ``(uᵀv / σ² + coef0)^degree``; unused otherwise.
+    function : callable or None
+        ``name="callable"``: ``k(A, B)`` returning the (len(A), len(B)) block.
+    gram : ndarray or None
+        ``name="precomputed"``: the training Gram matrix (the rows are then training indices, one column).
     """
 
     name: str
     sigma: float = 1.0
     degree: int = 3
     coef0: float = 1.0
+    function: object = field(default=None, compare=False)
+    gram: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+    def without_gram(self) -> Kernel:
+        """Return the kernel a fitted model keeps: a precomputed kernel's Gram matrix is not needed to predict."""
+        return Kernel(self.name, self.sigma, self.degree, self.coef0, self.function) if self.gram is not None else self
 
     @property
     def gamma(self) -> float:
@@ -395,6 +409,17 @@ class Kernel:
             return np.einsum("ij,ij->i", X, X)
         if self.name == "poly":
             return (np.einsum("ij,ij->i", X, X) / (self.sigma * self.sigma) + self.coef0) ** self.degree
+        if self.name == "precomputed":
+            index = _indices(X)
+            return np.ascontiguousarray(self.gram[index, index], dtype=np.float64)
+        if self.name == "callable":  # the diagonals of blocks of a few rows
+            return np.concatenate(
+                [
+                    np.diag(self.block(X[lo : lo + _DIAG_ROWS], X[lo : lo + _DIAG_ROWS]))
+                    for lo in range(0, len(X), _DIAG_ROWS)
+                ]
+                or [np.zeros(0)]
+            )
         return np.ones(X.shape[0], dtype=np.float64)
 
     def expansion(self, X: np.ndarray, points: np.ndarray, coef: np.ndarray) -> np.ndarray:
@@ -440,7 +465,7 @@ class KernelRows:
         B = np.ascontiguousarray(B, dtype=np.float64)
         self.n = B.shape[0]
         self.centre = self.norms = self.transposed = None
-        if kernel.name in ("linear", "poly") or self.n == 0:  # products, not distances: B as it is
+        if kernel.name in ("linear", "poly", "precomputed", "callable") or self.n == 0:  # B as it is
             self.B = B
             return
         self.centre = B.mean(axis=0)
@@ -459,6 +484,19 @@ class KernelRows:
         norms = np.empty(np.shape(A)[0])
         return self._block(A, out, norms), norms
 
+    def _user_block(self, A) -> np.ndarray:
+        """Return the block of a precomputed Gram matrix (rows: training indices) or of a user's function, checked."""
+        if self.kernel.name == "precomputed":
+            return self.kernel.gram[np.ix_(_indices(A), _indices(self.B))]
+        block = np.asarray(self.kernel.function(A, self.B), dtype=np.float64)
+        if block.shape != (A.shape[0], self.n) or not np.isfinite(block).all():
+            raise ValueError(
+                f"the kernel function must return a finite array of shape (len(A), len(B)) = {(A.shape[0], self.n)}; "
+                f"it returned shape {block.shape}"
+                + ("" if block.shape != (A.shape[0], self.n) else " with non-finite values")
+            )
+        return block
+
     def _block(self, A, out, norms):
         A = np.ascontiguousarray(A, dtype=np.float64)
         if out is None:
@@ -467,7 +505,9 @@ class KernelRows:
             if norms is not None:
                 norms[:] = 0.0
             return out
-        if self.kernel.name in ("linear", "poly"):
+        if self.kernel.name in ("precomputed", "callable"):
+            out[...] = self._user_block(A)
+        elif self.kernel.name in ("linear", "poly"):
             np.dot(A, self.B.T, out=out)
             if self.kernel.name == "poly":  # (uᵀv / σ² + coef0)^degree in place
                 out *= 1.0 / (self.kernel.sigma * self.kernel.sigma)
@@ -493,6 +533,15 @@ class KernelRows:
         if norms is not None:
             np.einsum("ij,ij->i", out, out, out=norms)
         return out
+
+
+#: Rows per block of a user's kernel function whose diagonal gives ``Kernel.diag``.
+_DIAG_ROWS = 64
+
+
+def _indices(X: np.ndarray) -> np.ndarray:
+    """Return the training indices a precomputed kernel's rows stand for (one column of exact integers)."""
+    return np.asarray(X, dtype=np.float64)[:, 0].astype(np.intp)
 
 
 #: The kernels refuse training data whose squared norms reach this: kernel values are products of the
@@ -530,8 +579,15 @@ def checked_kernel(name: str, sigma: float, auto: bool = False, degree: int = 3,
     return Kernel(name, sigma)
 
 
-def make_kernel(name: str, sigma, X: np.ndarray, degree: int = 3, coef0: float = 1.0) -> Kernel:
-    """Resolve the estimator's kernel parameters on training data X (:func:`checked_kernel`)."""
+def make_kernel(name, sigma, X: np.ndarray, degree: int = 3, coef0: float = 1.0) -> Kernel:
+    """Resolve the estimator's kernel parameters on training data X (:func:`checked_kernel`).
+
+    ``name`` a callable: a user's kernel function; "precomputed": X is the training Gram matrix.
+    """
+    if callable(name):
+        return Kernel("callable", 1.0, function=name)
+    if name == "precomputed":
+        return Kernel("precomputed", 1.0, gram=X)
     auto = isinstance(sigma, str)
     largest = float(np.max(np.abs(X))) if X.size else 0.0
     check_scale(largest, X.shape[1])  # before σ = "auto", whose variance would overflow

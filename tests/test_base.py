@@ -220,7 +220,7 @@ def test_more_classes_share_one_tempering_factor_so_predictions_stay(estimator_c
 @pytest.mark.parametrize(
     "params, error, match",
     [
-        ({"kernel": "poly"}, ValueError, "'kernel' parameter"),
+        ({"kernel": "sigmoid"}, ValueError, "'kernel' parameter"),
         ({"sigma": -1.0}, ValueError, "'sigma' parameter"),
         ({"sigma": 0}, ValueError, "'sigma' parameter"),
         ({"sigma": "wide"}, ValueError, "'sigma' parameter"),
