@@ -123,3 +123,9 @@ def assert_same_model(one, two, X, rtol=REPRODUCIBLE_RTOL):
     np.testing.assert_array_equal(one.predict(X), two.predict(X))
     if hasattr(one, "predict_proba"):
         np.testing.assert_allclose(one.predict_proba(X), two.predict_proba(X), rtol=0.0, atol=rtol)
+
+
+#: Tests that compare one Numba thread with two (skipped under NUMBA_NUM_THREADS=1).
+needs_two_threads = pytest.mark.skipif(
+    __import__("numba").config.NUMBA_NUM_THREADS < 2, reason="needs 2 Numba threads (NUMBA_NUM_THREADS)"
+)

@@ -2,6 +2,7 @@ from contextlib import nullcontext
 
 import numpy as np
 import pytest
+from conftest import needs_two_threads
 from naive import linear, rbf
 
 from kfdnumba import _kernels
@@ -41,6 +42,7 @@ def test_columns_without_full_gram(rng):
     np.testing.assert_allclose(k.columns(X, idx), rbf(X, X, 1.3)[:, idx], rtol=1e-12)
 
 
+@needs_two_threads
 @pytest.mark.parametrize("d", [2, _kernels.DIRECT_MAX_DIM + 3])
 def test_block_parallel_paths_match_numpy_and_serial_twin(rng, d):
     from kfdnumba._threads import force_parallel, numba_threads
@@ -96,6 +98,7 @@ def test_expansion_matches_numpy(rng, monkeypatch, d):
     assert np.all(k.expansion(X, P[:0], coef[:0]) == 0.0)
 
 
+@needs_two_threads
 def test_fused_expansion_threads_and_serial_twin_agree(rng):
     from kfdnumba._threads import force_parallel, numba_threads
 
@@ -189,6 +192,7 @@ def test_gram_matvec_matches_numpy(rng, d, monkeypatch):
     assert k.gram_matvec(X[:1], v[:1]) == pytest.approx(v[:1])
 
 
+@needs_two_threads
 def test_gram_matvec_same_with_one_and_two_threads_and_serial_twin(rng):
     from kfdnumba._threads import force_parallel, numba_threads
 
@@ -268,6 +272,7 @@ def test_other_kernels_matvec_and_expansion_match_numpy(rng, kernel):
     np.testing.assert_allclose(kernel.expansion(X, P, coef), expected, rtol=0, atol=1e-12 * np.abs(expected).max())
 
 
+@needs_two_threads
 def test_laplacian_block_parallel_path_matches_the_serial_twin(rng):
     from kfdnumba._threads import force_parallel, numba_threads
 

@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import assert_close_scaled, assert_same_model, two_blobs
+from conftest import assert_close_scaled, assert_same_model, needs_two_threads, two_blobs
 
 from kfdnumba import KFD
 from kfdnumba._kernels import Kernel
@@ -110,8 +110,6 @@ from kfdnumba import (  # noqa: E402
     reformative_kfd,
 )
 from kfdnumba import dda as dda_module  # noqa: E402
-
-needs_two_threads = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs 2 Numba threads")
 
 
 def _blobs(n, d, seed, n_classes=2):
