@@ -38,8 +38,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import contextlib
+import importlib.metadata
 import sys
 import time
 from pathlib import Path
