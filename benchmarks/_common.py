@@ -313,12 +313,17 @@ def evaluate(
     }
 
 
+def params_text(params: dict) -> str:
+    """``"sigma=0.7, mu=0.001"``: an ``evaluate`` result's parameters, floats to 3 significant digits."""
+    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
+
+
 def format_table(results: list[dict]) -> str:
     """A plain-text table of ``evaluate`` results."""
     head = f"{'dataset':<14}{'method':<22}{'select':<9}{'error %':>14}{'retained':>16}{'fit s':>9}{'pred s':>9}  params"
     lines = [head, "-" * len(head)]
     for r in results:
-        params = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r["params"].items())
+        params = params_text(r["params"])
         lines.append(
             f"{r['dataset']:<14}{r['method']:<22}{r['select']:<9}"
             f"{r['error_mean']:>8.2f} ± {r['error_std']:<4.2f}"

@@ -30,7 +30,7 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from _common import evaluate, format_table, markdown_table, write_results  # noqa: E402
+from _common import evaluate, format_table, markdown_table, params_text, write_results  # noqa: E402
 
 from kfdnumba.datasets import default_data_dir  # noqa: E402
 
@@ -81,9 +81,7 @@ def main(argv=None) -> int:
             "retained": f"{r['retained_mean']:.1f} ({r['retained_pct']:.1f} %)",
             "fit s": r["fit_time"],
             "predict s": r["predict_time"],
-            "parameters": ", ".join(
-                f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r["params"].items()
-            ),
+            "parameters": params_text(r["params"]),
         }
         for r in results
     ]

@@ -49,7 +49,7 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from _common import banana_like, evaluate, format_table, markdown_table, write_results  # noqa: E402
+from _common import banana_like, evaluate, format_table, markdown_table, params_text, write_results  # noqa: E402
 
 from kfdnumba import KFD, LqKFD, load_banana, lq_kfd  # noqa: E402
 from kfdnumba.datasets import default_data_dir, load_ida  # noqa: E402
@@ -332,9 +332,7 @@ def accuracy_sections(results: list[dict]) -> list[tuple[str, str]]:
                 "retained %": r["retained_pct"],
                 "paper retained %": r["paper_retained_pct"] if paper else "",
                 "fit s": r["fit_time"],
-                "parameters": ", ".join(
-                    f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r["params"].items()
-                ),
+                "parameters": params_text(r["params"]),
             }
         )
     what = (

@@ -60,7 +60,7 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from _common import banana_like, evaluate, format_table, markdown_table, write_results  # noqa: E402
+from _common import banana_like, evaluate, format_table, markdown_table, params_text, write_results  # noqa: E402
 
 from kfdnumba import ReformativeKFD, load_banana, load_ida, matching_pursuit_kfd, reformative_kfd  # noqa: E402
 from kfdnumba.datasets import default_data_dir  # noqa: E402
@@ -346,10 +346,6 @@ def speed_sections(rows: list[dict], repeats: int) -> list[tuple[str, str]]:
     return out
 
 
-def _params_text(params: dict) -> str:
-    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
-
-
 def accuracy_sections(results: list[dict], cap: bool, realizations: int) -> list[tuple[str, str]]:
     """The protocol's rows of each set, then the paper's."""
     rows = []
@@ -363,7 +359,7 @@ def accuracy_sections(results: list[dict], cap: bool, realizations: int) -> list
                 "fit s": r["fit_time"],
                 "predict s": r["predict_time"],
                 "protocol s": r["wall_time"],
-                "parameters": _params_text({**r["fixed"], **r["params"]}),
+                "parameters": params_text({**r["fixed"], **r["params"]}),
             }
         )
         if r["method"] == "KFD" and r["dataset"] in PAPER:
