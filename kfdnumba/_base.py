@@ -512,7 +512,8 @@ class KernelExpansion:
     decision function is ``f - threshold``). ``train_output``, when the method
     has it for free, is f on the training set (else the base computes it).
     ``validation_output``, when the method has it (leave-one-out outputs), is
-    what the probability model is fitted on instead of the training outputs.
+    what the probability model is fitted on instead of the training outputs;
+    ``validation_rows`` says at which training rows, when not at every one.
     ``info`` holds method-specific fitted results (J history, ...), exposed as
     ``<key>_`` attributes on the estimator (a list of per-class values for
     one-vs-rest). ``output_stats``, for a fit whose outputs stay on dask
@@ -529,6 +530,7 @@ class KernelExpansion:
     threshold: float = 0.0
     train_output: np.ndarray | None = None
     validation_output: np.ndarray | None = None
+    validation_rows: np.ndarray | None = None  # the training rows of validation_output (None: every row)
     info: dict = field(default_factory=dict)
     output_stats: tuple | None = None
     validation_counts: tuple | None = None
@@ -1226,8 +1228,10 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
                 means[c], variances[c], priors[c], pooled = e.output_stats
                 counts = e.validation_counts  # (n₋, n₊) when the stats are of leave-one-out outputs
             else:
+                y_all = y  # the class shares (priors) are of every training row
                 if e.validation_output is not None:
                     out = np.asarray(e.validation_output, dtype=np.float64) - e.threshold
+                    y = y if e.validation_rows is None else y[e.validation_rows]
                 elif e.train_output is not None:
                     out = np.asarray(e.train_output, dtype=np.float64) - e.threshold
                 else:
@@ -1249,7 +1253,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
                     values = out[y == label]
                     means[c, k] = values.mean()
                     variances[c, k] = values.var(ddof=1) if values.shape[0] > 1 else 0.0
-                    priors[c, k] = values.shape[0] / y.shape[0]
+                    priors[c, k] = np.count_nonzero(y_all == label) / y_all.shape[0]
                 _, _, pooled = pooled_class_stats(out, y > 0)
                 n_pos = float(np.count_nonzero(y > 0))
                 counts = (y.shape[0] - n_pos, n_pos) if e.validation_output is not None else None
@@ -1463,16 +1467,14 @@ AUTO_FRESH_CANDIDATES = 15
 AUTO_FRESH_MIN_N = 1000
 
 
-def auto_fresh_candidates(value, n: int, auto: int | None = None):
-    """Return ``fresh_candidates`` for ℓ = n training points: "auto" is ``auto`` above AUTO_FRESH_MIN_N.
+def auto_fresh_candidates(n: int, auto: int | None = None) -> int | None:
+    """Return the new candidates per step for ℓ = n training points: ``auto`` above AUTO_FRESH_MIN_N, else None.
 
-    ``auto``: the method's own count (None: AUTO_FRESH_CANDIDATES).
+    ``auto``: the method's own count (None: AUTO_FRESH_CANDIDATES). None: κ new candidates every step (the paper).
     """
-    if value == "auto":
-        if n <= AUTO_FRESH_MIN_N:
-            return None
-        return AUTO_FRESH_CANDIDATES if auto is None else auto
-    return value
+    if n <= AUTO_FRESH_MIN_N:
+        return None
+    return AUTO_FRESH_CANDIDATES if auto is None else auto
 
 
 def draw_candidates(pool, last, kappa: int, fresh: int | None, step: int, rng, keepable=None) -> np.ndarray:

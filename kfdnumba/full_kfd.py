@@ -39,7 +39,6 @@ from ._base import (
     Options,
     check_memory,
     choose_threshold,
-    pooled_class_stats,
     register,
     stratified_subset,
 )
@@ -296,27 +295,16 @@ class KFD(KernelClassifier):
         on = pos if rows is None else pos[rows]
         cut_on = output if loo is None or self.threshold != "auto" else loo
         cut = choose_threshold(self.threshold, 0.5 * (m_pos + m_neg) * scale, cut_on, pos if cut_on is output else on)
-        expansion = KernelExpansion(
+        return KernelExpansion(
             support=np.arange(n),
             coef=alpha * scale,
             intercept=0.0,
             threshold=cut,
             train_output=output,
-            validation_output=loo if rows is None else None,
+            validation_output=loo,
+            validation_rows=rows if loo is not None else None,
             info=info,
         )
-        if rows is not None and loo is not None:  # the probability model from the sampled leave-one-out outputs
-            out = loo - cut
-            stats = [(out[~on], (~pos).mean()), (out[on], pos.mean())]
-            expansion.output_stats = (
-                np.array([v.mean() for v, _ in stats]),
-                np.array([v.var(ddof=1) if v.shape[0] > 1 else 0.0 for v, _ in stats]),
-                np.array([p for _, p in stats]),
-                pooled_class_stats(out, on)[2],
-            )
-            expansion.validation_counts = (float(np.count_nonzero(~on)), float(np.count_nonzero(on)))
-            expansion.calibration = (out, np.where(on, 1.0, -1.0))
-        return expansion
 
     def _choose_mu(self, K, y, rng, eig=None):
         """Return μ, ``(ridge fit, its LOO outputs)`` and the ridge α when μ was chosen by exact leave-one-out.

@@ -904,7 +904,7 @@ class ReformativeKFD(SparseKernelClassifier):
     @staticmethod
     def _fresh_candidates(n: int) -> int | None:
         """Return the new candidates per step of the sampled path (None: all κ)."""
-        return auto_fresh_candidates("auto", n, AUTO_FRESH_CANDIDATES)
+        return auto_fresh_candidates(n, AUTO_FRESH_CANDIDATES)
 
     def _use_dense(self, n: int) -> bool:
         """Whether the exhaustive path stores the Gram matrix (else it recomputes kernel blocks per node)."""

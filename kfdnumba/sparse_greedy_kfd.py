@@ -990,7 +990,7 @@ class SparseGreedyKFD(SparseKernelClassifier):
 
     def _fresh_candidates(self, n: int) -> int | None:
         """Return the new candidates per step (None: all κ, the paper)."""
-        return auto_fresh_candidates("auto", n)
+        return auto_fresh_candidates(n)
 
     def _uses_loo(self) -> bool:
         return self.stop == "loo" or self.C == "auto" or self.threshold == "auto"

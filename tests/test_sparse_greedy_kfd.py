@@ -539,8 +539,8 @@ def keep_candidates(monkeypatch, fresh: int) -> None:
 def test_auto_fresh_candidates_keeps_the_papers_draws_on_small_sets(monkeypatch):
     from kfdnumba import _base
 
-    assert _base.auto_fresh_candidates("auto", _base.AUTO_FRESH_MIN_N) is None
-    assert _base.auto_fresh_candidates("auto", _base.AUTO_FRESH_MIN_N + 1) == _base.AUTO_FRESH_CANDIDATES
+    assert _base.auto_fresh_candidates(_base.AUTO_FRESH_MIN_N) is None
+    assert _base.auto_fresh_candidates(_base.AUTO_FRESH_MIN_N + 1) == _base.AUTO_FRESH_CANDIDATES
     X, y = banana_like(200, seed=9)
     kw = dict(sigma=SIGMA, n_candidates=20, random_state=1)
     assert SparseGreedyKFD()._fresh_candidates(200) is None  # the paper's draws: κ new candidates every step
