@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
+from scipy.linalg import solve_triangular as scipy_solve_triangular
 
 from ._jit import jit
 from ._kernels import DIRECT_MAX_DIM, make_kernel
@@ -826,6 +827,96 @@ class Progress:
         )
 
 
+# ------------------------------------------------------------------ the discriminant
+#: The pooled within-class covariance of the outputs gets this fraction of its mean eigenvalue added (a class
+#: set the outputs separate without error leaves it singular).
+WITHIN_RIDGE = 1e-10
+
+
+def contrast_basis(n_classes: int) -> np.ndarray:
+    """Return an orthonormal basis (C × (C-1)) of the vectors orthogonal to (1, …, 1)."""
+    A = np.vstack([np.ones(n_classes), np.eye(n_classes)[:-1]]).T
+    Q, _ = np.linalg.qr(A)
+    return Q[:, 1:]
+
+
+@dataclass
+class Discriminant:
+    """Linear discriminant coordinates of a model's outputs F: ``z = (F - center) @ projection``.
+
+    The pooled within-class covariance of the outputs it was fitted on is the identity in z, the
+    coordinates are ordered by the between-class variance they carry, and ``centroids`` are the class
+    means in z; ``log P(k | z) = κ (z·c_k - ||c_k||²/2) + log π_k + const`` (LDA).
+    """
+
+    projection: np.ndarray  # outputs × d
+    center: np.ndarray  # outputs
+    centroids: np.ndarray  # C × d
+    priors: np.ndarray  # C
+
+    def coordinates(self, F: np.ndarray) -> np.ndarray:
+        return (F - self.center) @ self.projection
+
+    def scores(self, Z: np.ndarray, slope: float) -> np.ndarray:
+        """Unnormalised log posteriors (n × C) of coordinates Z."""
+        lin = Z @ self.centroids.T - 0.5 * np.einsum("kd,kd->k", self.centroids, self.centroids)
+        return slope * lin + np.log(self.priors)
+
+
+def discriminant(F: np.ndarray, encoded: np.ndarray, n_classes: int, sum_to_one: bool) -> Discriminant:
+    """Fisher's linear discriminant (LDA) of outputs F (ℓ × k) with labels ``0 … C-1``: min(C - 1, k) coordinates.
+
+    ``sum_to_one``: the outputs' rows sum to a constant (fitted class indicators), so they live in C - 1
+    dimensions; the analysis runs in the contrast basis (:func:`contrast_basis`).
+    """
+    F = np.asarray(F, dtype=np.float64)
+    mean = F.mean(axis=0)
+    B = contrast_basis(F.shape[1]) if sum_to_one else np.eye(F.shape[1])
+    Z = (F - mean) @ B
+    counts = np.bincount(encoded, minlength=n_classes).astype(np.float64)
+    priors = counts / counts.sum()
+    means = np.zeros((n_classes, Z.shape[1]))
+    np.add.at(means, encoded, Z)
+    means /= counts[:, None]
+    within = Z - means[encoded]
+    Sw = within.T @ within / max(Z.shape[0] - n_classes, 1)
+    p = Sw.shape[0]
+    Sw += (WITHIN_RIDGE * max(np.trace(Sw), np.finfo(np.float64).tiny) / p) * np.eye(p)
+    L = np.linalg.cholesky(Sw)
+    center = priors @ means
+    scaled = scipy_solve_triangular(L, (means - center).T, lower=True)  # p × C: the whitened class means
+    between = (scaled * priors) @ scaled.T
+    vals, V = np.linalg.eigh(between)
+    d = min(n_classes - 1, p)
+    V = V[:, ::-1][:, :d]
+    A = scipy_solve_triangular(L.T, V, lower=False)  # p × d: z = Z_c A
+    centroids = (means - center) @ A
+    # each coordinate points to the class centroid farthest out along it (a sign fixed by the data)
+    flip = np.sign(centroids[np.argmax(np.abs(centroids), axis=0), np.arange(d)])
+    flip[flip == 0] = 1.0
+    A *= flip
+    centroids *= flip
+    return Discriminant(B @ A, mean + center @ B.T, centroids, priors)
+
+
+def _softmax_log(scores: np.ndarray) -> np.ndarray:
+    top = scores.max(axis=1, keepdims=True)
+    return scores - (top + np.log(np.exp(scores - top).sum(axis=1, keepdims=True)))
+
+
+def discriminant_slope(model: Discriminant, Z: np.ndarray, encoded: np.ndarray) -> float:
+    """κ: the factor of the LDA log posteriors of maximum likelihood on (leave-one-out) coordinates Z."""
+    from scipy.optimize import minimize_scalar
+
+    rows = np.arange(Z.shape[0])
+
+    def loss(log_kappa: float) -> float:
+        return -float(_softmax_log(model.scores(Z, math.exp(log_kappa)))[rows, encoded].sum())
+
+    best = minimize_scalar(loss, bounds=(math.log(1e-3), math.log(1e3)), method="bounded", options={"xatol": 1e-4})
+    return float(math.exp(best.x))
+
+
 # --------------------------------------------------------------------- the estimator
 @dataclass(kw_only=True, eq=False)
 class BaseEstimator:
@@ -1133,6 +1224,11 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         "dual_coef_",
         "intercept_",
         "proba_slope_",
+        "multi_class_",
+        "discriminant_",
+        "discriminant_center_",
+        "class_centroids_",
+        "class_prior_",
     )
 
     # --------------------------------------------------------------------- fit
@@ -1168,14 +1264,56 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
             X = np.arange(X.shape[0], dtype=np.float64)[:, None]
         rng = self._rng()
         with thread_policy(self.n_jobs):
-            if classes.shape[0] == 2:
-                targets = np.where(encoded == 1, 1.0, -1.0)[None, :]
+            model = None
+            if classes.shape[0] > 2 and getattr(self, "multi_class", "ovr") == "multinomial":
+                model = self._fit_multinomial(X, encoded, rng)
+            if model is not None:
+                self._store_multinomial(X, encoded, model)
             else:
-                targets = np.where(encoded[None, :] == np.arange(classes.shape[0])[:, None], 1.0, -1.0)
-            expansions = self._fit_expansions(X, encoded, targets, rng)
-            self._store_expansions(X, targets, expansions)
+                if classes.shape[0] == 2:
+                    targets = np.where(encoded == 1, 1.0, -1.0)[None, :]
+                else:
+                    targets = np.where(encoded[None, :] == np.arange(classes.shape[0])[:, None], 1.0, -1.0)
+                expansions = self._fit_expansions(X, encoded, targets, rng)
+                self._store_expansions(X, targets, expansions)
+                if classes.shape[0] > 2:  # the one-vs-rest outputs' discriminant coordinates (transform)
+                    out = self.kernel_.expansion(X, self.support_vectors_, self.dual_coef_) + self.intercept_
+                    self.multi_class_ = "ovr"
+                    self._set_discriminant(discriminant(out, encoded, classes.shape[0], sum_to_one=False))
         self.kernel_ = self.kernel_.without_gram()
         return self
+
+    def _fit_multinomial(self, X, encoded, rng):
+        """Return the multinomial model (:class:`kfdnumba._multinomial.MultinomialModel`), or None: one-vs-rest."""
+        return None
+
+    def _set_discriminant(self, model: Discriminant) -> None:
+        self.discriminant_ = model.projection
+        self.discriminant_center_ = model.center
+        self.class_centroids_ = model.centroids
+
+    def _store_multinomial(self, X, encoded, model) -> None:
+        """Store a multinomial model: its C outputs, their LDA (fitted on the leave-one-out outputs) and κ."""
+        support, coef = _merge_identical_points(X, np.asarray(model.support, dtype=np.intp), model.coef)
+        intercept = np.asarray(model.intercept, dtype=np.float64)
+        if not (np.isfinite(coef).all() and np.isfinite(intercept).all() and np.isfinite(model.loo_output).all()):
+            raise FloatingPointError(
+                f"{type(self).__name__} produced non-finite coefficients; the problem is numerically "
+                "singular for these parameters (try another sigma)."
+            )
+        self.support_ = support
+        self.support_vectors_ = X[support].copy()
+        self.dual_coef_ = coef
+        self.intercept_ = intercept
+        labels = encoded if model.loo_rows is None else encoded[model.loo_rows]
+        lda = discriminant(model.loo_output, labels, self.classes_.shape[0], sum_to_one=True)
+        self.multi_class_ = "multinomial"
+        self._set_discriminant(lda)
+        self.class_prior_ = lda.priors
+        self.proba_slope_ = np.array([discriminant_slope(lda, lda.coordinates(model.loo_output), labels)])
+        for key, value in model.info.items():
+            setattr(self, key + "_", value)
+        self._weak_models = []
 
     def _fit_expansions(self, X, encoded, targets, rng) -> list[KernelExpansion]:
         """One expansion per binary problem (targets: one row of ±1 per model)."""
@@ -1284,6 +1422,12 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
                 np.concatenate([x for x, _ in samples]), np.concatenate([t for _, t in samples]), 1.0
             )
         self._weak_models = weak  # fit() warns about them (NoSkillWarning), after the fit
+        self.multi_class_ = "binary" if len(expansions) == 1 else "ovr"
+        if len(expansions) == 1:  # one coordinate: the output less the cut, in units of its pooled class deviation
+            spread = math.sqrt(max(pooled, 1e-300))
+            self._set_discriminant(
+                Discriminant(np.array([[1.0 / spread]]), np.zeros(1), means[0][:, None] / spread, priors[0])
+            )
         self.output_means_ = means
         self.output_vars_ = variances
         self.class_priors_ = priors
@@ -1411,6 +1555,44 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         """Log P(+ | f) - log P(- | f) of each one-vs-rest model: ``β (f - t)`` (module docstring)."""
         return out * self.proba_slope_
 
+    def _multinomial_log_proba(self, out: np.ndarray) -> np.ndarray:
+        """Log posteriors of the multinomial model's LDA on its outputs (:func:`discriminant`)."""
+        lda = Discriminant(self.discriminant_, self.discriminant_center_, self.class_centroids_, self.class_prior_)
+        return _softmax_log(lda.scores(lda.coordinates(out), float(self.proba_slope_[0])))
+
+    def _transform_shape(self):
+        """(columns, dtype) of :meth:`transform`'s output."""
+        return self.discriminant_.shape[1], np.float64
+
+    @lazy_on_dask("_transform_shape")
+    def transform(self, X) -> np.ndarray:
+        """Discriminant coordinates of X: (n, C - 1) for C classes, (n, 1) for two.
+
+        Fisher's linear discriminant of the model's outputs: coordinates ordered by the class separation
+        they carry, in which the pooled within-class covariance of the outputs the model was calibrated on
+        (its leave-one-out outputs; a one-vs-rest model's training outputs) is the identity and the class
+        means are ``class_centroids_``. Two classes: the decision function in units of the pooled class
+        standard deviation of those outputs. The multinomial model classifies by the nearest centroid in
+        these coordinates, shifted by the log class priors (``predict``).
+        """
+        self._check_is_fitted()
+        if getattr(self, "discriminant_", None) is None:
+            raise ValueError(
+                f"{type(self).__name__}: transform of a one-vs-rest model fitted on dask arrays is not available "
+                "(its training outputs stayed on the workers)."
+            )
+        return (self._raw_output(X) - self.discriminant_center_) @ self.discriminant_
+
+    def fit_transform(self, X, y) -> np.ndarray:
+        """Fit on X, y, then return :meth:`transform` of X."""
+        return self.fit(X, y).transform(X)
+
+    def get_feature_names_out(self, input_features=None) -> np.ndarray:
+        """Names of :meth:`transform`'s columns: ``<estimator name in lower case><i>``."""
+        self._check_is_fitted()
+        prefix = type(self).__name__.lower()
+        return np.asarray([f"{prefix}{i}" for i in range(self.discriminant_.shape[1])], dtype=object)
+
     @lazy_on_dask("_decision_shape")
     def decision_function(self, X) -> np.ndarray:
         """Signed scores.
@@ -1423,6 +1605,8 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         comparable across classes).
         """
         out = self._raw_output(X)
+        if getattr(self, "multi_class_", None) == "multinomial":
+            return self._multinomial_log_proba(out)
         return out[:, 0] if out.shape[1] == 1 else self._positive_log_odds(out)
 
     @lazy_on_dask("_label_shape")
@@ -1434,6 +1618,8 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         return self.classes_[np.argmax(score, axis=1)]
 
     def _log_proba(self, X) -> np.ndarray:
+        if getattr(self, "multi_class_", None) == "multinomial":
+            return self._multinomial_log_proba(self._raw_output(X))
         log_odds = self._positive_log_odds(self._raw_output(X))
         if log_odds.shape[1] == 1:
             return np.column_stack([-np.logaddexp(0.0, log_odds[:, 0]), -np.logaddexp(0.0, -log_odds[:, 0])])

@@ -1091,6 +1091,13 @@ def refit_lambdas(n: int, regulariser) -> np.ndarray:
     return float(n) * np.logspace(-8.0, 0.0, 17) if regulariser == "auto" else np.array([float(regulariser)])
 
 
+def _chosen_lambdas(press: np.ndarray, shared: bool) -> np.ndarray:
+    """Index of each target's λ (``press``: targets × λ); ``shared``: the best of their summed PRESS for all."""
+    if not shared:
+        return best_lambda(press)
+    return np.full(press.shape[0], best_lambda(press.sum(axis=0)[None, :])[0])
+
+
 #: Rows per GEMM of :func:`_times_in_place`.
 _IN_PLACE_ROWS = 2048
 #: Rows per chunk of the one-block refit's fits, hat diagonals and residuals (every λ: about
@@ -1106,7 +1113,9 @@ def _times_in_place(D: np.ndarray, V: np.ndarray) -> np.ndarray:
     return D[:, :r]
 
 
-def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, penalty: str, lambdas) -> list[RowRefit]:
+def refit_on_rows(
+    kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, penalty: str, lambdas, shared: bool = False
+) -> list[RowRefit]:
     """Ridge fits of ±1 targets on the kernel columns of ``X[support]`` over every row of X, λ by exact LOO.
 
     ``Y`` is one target vector (ℓ,) or one per row (c × ℓ: one-vs-rest); one
@@ -1170,7 +1179,7 @@ def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, pen
                 resid = sol.loo_residuals(Y2[:, lo:hi], sol.hats_of(U[lo:hi]), sol.fits_of(U[lo:hi]))
                 press += np.einsum("itg,itg->tg", resid, resid)
             press /= n
-            best = best_lambda(press)
+            best = _chosen_lambdas(press, shared)
             columns = np.arange(c) * g + best  # the chosen (target, λ) columns of the fits
             out, hats = np.empty((n, c)), np.empty((n, c))
             for lo, hi in chunks:
@@ -1189,7 +1198,7 @@ def refit_on_rows(kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, pen
             if store:
                 H[lo:hi], F[lo:hi] = hat, fits
         press /= n
-        best = best_lambda(press)
+        best = _chosen_lambdas(press, shared)
         if store:
             out = F[:, np.arange(c), best]  # ℓ × c
             hats = H[:, best]

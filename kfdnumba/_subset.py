@@ -18,6 +18,7 @@ import numpy as np
 
 from ._base import Interval, KernelClassifier, KernelExpansion, Options, stratified_subset
 from ._loo import LooChoice, loo_expansion, refit_lambdas, refit_on_rows
+from ._multinomial import fit_multinomial
 
 __all__ = [
     "SparseKernelClassifier",
@@ -75,8 +76,10 @@ class SparseKernelClassifier(KernelClassifier):
     selection_rows: int | str | None = "auto"
     shared_support: bool = True
     random_check: bool = True
+    multi_class: str = "multinomial"
 
     _parameter_constraints: ClassVar[dict] = {
+        "multi_class": [Options(("multinomial", "ovr"))],
         "selection_rows": [Options(("auto", None)), Interval("int", 2, None)],
         "shared_support": [Options((True, False))],
         "random_check": [Options((True, False))],
@@ -110,6 +113,36 @@ class SparseKernelClassifier(KernelClassifier):
                 "(selection_rows=None)."
             )
         return size
+
+    def _support_cap(self, n: int) -> int:
+        """Most points one model chooses (the method's cap on a one-vs-rest selection)."""
+        return min(int(self.max_bases), n)
+
+    def _fit_multinomial(self, X, encoded, rng):
+        """One set of points for every class (:mod:`kfdnumba._multinomial`), with the leave-one-out model only."""
+        spec = self._refit_spec()
+        if spec is None:
+            return None
+        size = self._selection_size(X.shape[0])
+        rows = None
+        if size is not None:
+            groups = [np.flatnonzero(encoded == k) for k in range(self.classes_.shape[0])]
+            rows = stratified_subset(groups, size, rng, self._min_samples_per_class)
+            self._log(f"selection on {rows.shape[0]} of {X.shape[0]} rows; the model on them from every row")
+        n_sel = X.shape[0] if rows is None else rows.shape[0]
+        log = self._log if self.verbose else None
+        return fit_multinomial(
+            self.kernel_,
+            X,
+            encoded,
+            self.classes_.shape[0],
+            min(self._support_cap(n_sel) * (self.classes_.shape[0] - 1), n_sel),
+            spec[0],
+            spec[1],
+            rows,
+            self.max_memory_gb,
+            log,
+        )
 
     def _fit_expansions(self, X, encoded, targets, rng) -> list[KernelExpansion]:
         spec = self._refit_spec()

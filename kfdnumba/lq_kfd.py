@@ -784,6 +784,9 @@ class LqKFD(SparseKernelClassifier):
         ``24 (ℓ+1)²`` bytes on the exact path (K and K²), ``24 ℓ (r + 1)`` on
         the low-rank one (a rank-r factor of K, r ≤ ``MAX_RANK``), which runs
         above ``AUTO_EXACT_MAX_N`` = 500 points (module docstring).
+    multi_class : {"ovr"}, default "ovr"
+        More than two classes: one-vs-rest (the paper's). The joint (multinomial) selection of the other
+        sparse methods would need a group-Lq majorize–minimize step, not implemented.
     selection_rows : int, None or "auto", default "auto"
         With ``rho="auto"``, above this many training points (auto: 1000) the
         ρ path and the retained samples are computed on a stratified random
@@ -831,6 +834,7 @@ class LqKFD(SparseKernelClassifier):
     penalize_bias: bool = True
     threshold: str = "auto"
     max_memory_gb: float = 4.0
+    multi_class: str = "ovr"
 
     _parameter_constraints: ClassVar[dict] = {
         "rho": [Interval("real", 0, None, "neither"), Options(("auto",))],
@@ -840,6 +844,7 @@ class LqKFD(SparseKernelClassifier):
         "penalize_bias": [Options((True, False))],
         "threshold": [Options(("auto", "midpoint"))],
         "max_memory_gb": [Interval("real", 0, None, "neither")],
+        "multi_class": [Options(("ovr",))],  # a group-Lq multinomial step is not implemented
     }
     #: σ multiples reach 2.8: heart and breast_cancer chose the top of a grid ending at 1.4.
     search_grid: ClassVar[dict] = {

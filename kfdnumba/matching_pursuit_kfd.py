@@ -1003,6 +1003,9 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         uses_loo = self.n_bases == "auto" or self.mu == "auto" or self.threshold == "auto" or self.criterion == "auto"
         return ("kernel", self.mu, self.threshold) if uses_loo else None
 
+    def _support_cap(self, n: int) -> int:
+        return self._basis_cap(n)
+
     def _basis_cap(self, n: int) -> int:
         """Most bases chosen: ``n_bases``, or ``max_bases`` when the size is chosen by leave-one-out."""
         return min(self.max_bases if self.n_bases == "auto" else self.n_bases, n)

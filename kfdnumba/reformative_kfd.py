@@ -881,6 +881,9 @@ class ReformativeKFD(SparseKernelClassifier):
     def _refit_spec(self):
         return ("l2", self.mu, self.threshold) if self._uses_loo() else None
 
+    def _support_cap(self, n: int) -> int:
+        return min(int(self.max_nodes), n)
+
     def _finish_refit(self, expansion, positive, train_means):
         expansion.info.update(alpha=expansion.coef, class_centres=train_means)
 
