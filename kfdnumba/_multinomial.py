@@ -144,9 +144,9 @@ def _pick_batch(R, RE, E, floor, b, Q, picked):
     ``RE = R E`` (s × C); a column scores ``Σ_c RE[j, c]² / ||R_j||²`` while ``||R_j||² > floor_j``. Each pick
     writes ``q = R_j / ||R_j||`` to the next row of Q, removes it from E (``E -= q qᵀE``), R and RE, and its
     shortlist position to ``picked``. Scores within a 1e-9 fraction of the best are tied and the first
-    wins, so that rounding differences between BLAS builds do not flip a choice between equal points. Every sum runs over one candidate's row or one row of E in a fixed order (parallel
-    over candidates or rows), so the thread count does not change the result. Returns the number picked.
-    O(b ℓ s).
+    wins, so that rounding differences between BLAS builds do not flip a choice between equal points.
+    Every sum runs over one candidate's row or one row of E in a fixed order (parallel over candidates
+    or rows), so the thread count does not change the result. Returns the number picked. O(b ℓ s).
     """
     s, n = R.shape
     c = E.shape[1]
