@@ -45,7 +45,8 @@ from ._base import (
 from ._jit import jit
 from ._kernels import row_class_means
 from ._linalg import row_gram_lower
-from ._loo import default_lambdas
+from ._loo import best_lambda, default_lambdas
+from ._multinomial import MultinomialModel, indicators
 from ._threads import ALTERNATING_BLAS_MIN_WORK, blas_section
 
 __all__ = ["KFD"]
@@ -138,6 +139,30 @@ def _centre_columns_by_class(K, positive):
     return means
 
 
+def _ridge_on_every_column(K, Y, lam, rows):
+    """``min ||Y - 1bᵀ - Kα||² + λ||α||²`` by a Cholesky factor of ``K_cᵀK_c + λI`` (K_c: K's columns centred).
+
+    Returns ``(α, b, leave-one-out outputs at rows, rows)`` (rows None: at every row); the hat diagonal at row j
+    is ``1/ℓ + u_jᵀ(K_cᵀK_c + λI)⁻¹u_j`` with ``u_j`` row j of K_c. O(ℓ³ + ℓ² · len(rows)).
+    """
+    n = K.shape[0]
+    rows = np.arange(n) if rows is None else rows
+    mean = K.mean(axis=0)
+    Kc = K - mean
+    flops = n**3 + n**3 / 3.0
+    with blas_section(flops, min_work=_KFD_BLAS_MIN_WORK):
+        H = Kc.T @ Kc
+        H[np.diag_indices_from(H)] += lam
+        factor = scipy.linalg.cho_factor(H, lower=True, overwrite_a=True, check_finite=False)
+        y_mean = Y.mean(axis=0)
+        coef = scipy.linalg.cho_solve(factor, Kc.T @ (Y - y_mean), check_finite=False)
+        U = Kc[rows]
+        h = 1.0 / n + np.einsum("ij,ji->i", U, scipy.linalg.cho_solve(factor, U.T, check_finite=False))
+    fit = Kc[rows] @ coef + y_mean
+    loo = Y[rows] - (Y[rows] - fit) / np.maximum(1.0 - h, 1e-10)[:, None]
+    return coef, y_mean - mean @ coef, loo, (None if rows.shape[0] == n else rows)
+
+
 def spread_rows(positive: np.ndarray, size: int) -> np.ndarray | None:
     """Return ``size`` training indices evenly spread over the rows (None if one class is missing among them)."""
     n = positive.shape[0]
@@ -202,6 +227,14 @@ class KFD(KernelClassifier):
         class variances.
     max_memory_gb : float, default 4.0
         Refuse training sets whose two ℓ × ℓ matrices would exceed this.
+    multi_class : {"multinomial", "ovr"}, default "multinomial"
+        More than two classes: "multinomial" fits the class indicator matrix
+        by one ridge regression on every kernel column (one μ for all classes,
+        by leave-one-out PRESS summed over them, as for two classes) and
+        classifies by the LDA of its leave-one-out outputs in their C - 1
+        discriminant coordinates (optimal scoring, Hastie, Tibshirani & Buja
+        1994; :mod:`kfdnumba._multinomial`); "ovr": one KFD per class
+        against the rest.
     kernel, sigma, n_jobs, verbose, random_state
         See :class:`kfdnumba._base.KernelClassifier`.
 
@@ -217,8 +250,10 @@ class KFD(KernelClassifier):
     mu: float | str = "auto"
     threshold: str = "auto"
     max_memory_gb: float = 4.0
+    multi_class: str = "multinomial"
 
     _parameter_constraints: ClassVar[dict] = {
+        "multi_class": [Options(("multinomial", "ovr"))],
         "mu": [Interval("real", 0, None, "neither"), Options(("auto",))],
         "threshold": [THRESHOLD_OPTIONS],
         "max_memory_gb": [Interval("real", 0, None, "neither")],
@@ -230,6 +265,41 @@ class KFD(KernelClassifier):
     }
     demo_params: ClassVar[dict] = {"sigma": 0.7}
     _regulariser_name: ClassVar[str] = "mu"
+
+    def _fit_multinomial(self, X, encoded, rng):
+        """Fit the indicator matrix by ridge on every kernel column, one μ for all classes (``multi_class``)."""
+        n, n_classes = X.shape[0], self.classes_.shape[0]
+        check_memory(24.0 * n * n, self.max_memory_gb, f"KFD with {n} training points")
+        Y = indicators(encoded, n_classes)
+        K = self.kernel_.block(X, X)
+        rows = None
+        if self.mu == "auto" and n <= AUTO_MU_POINTS:  # one eigendecomposition prices every μ for every class
+            lambdas = default_lambdas(n)
+            with blas_section(4.0 * n**3, min_work=_KFD_BLAS_MIN_WORK):
+                eig = scipy.linalg.eigh(K, check_finite=False, driver="evr")
+                grids = [ridge_loo_grid(K, Y[:, c], lambdas, eig) for c in range(n_classes)]
+            a = int(best_lambda(sum(g[0] for g in grids)[None, :])[0])
+            mu = float(lambdas[a])
+            solutions = [ridge_solution(eig, Y[:, c], mu) for c in range(n_classes)]
+            coef = np.column_stack([alpha for alpha, _ in solutions])
+            intercept = np.array([b for _, b in solutions])
+            loo = np.column_stack([g[2][a] for g in grids])
+        else:
+            mu = float(self.mu) if self.mu != "auto" else self._subset_mu(K, Y, encoded, rng)
+            coef, intercept, loo, rows = _ridge_on_every_column(K, Y, mu, spread_rows(encoded > 0, LOO_SAMPLE_POINTS))
+        self._log(f"multinomial ridge on {n} kernel columns: mu = {mu:.3g}")
+        return MultinomialModel(np.arange(n), coef, intercept, loo, rows, {"loo_lambda": mu})
+
+    def _subset_mu(self, K, Y, encoded, rng):
+        """μ of the lowest PRESS summed over the classes on a stratified subset of ``AUTO_MU_POINTS``, scaled by ℓ."""
+        groups = [np.flatnonzero(encoded == k) for k in range(Y.shape[1])]
+        sub = stratified_subset(groups, AUTO_MU_POINTS, rng)
+        lambdas = default_lambdas(sub.shape[0])
+        Ks = K[np.ix_(sub, sub)]
+        with blas_section(4.0 * sub.shape[0] ** 3, min_work=_KFD_BLAS_MIN_WORK):
+            eig = scipy.linalg.eigh(Ks, check_finite=False, driver="evr")
+            press = sum(ridge_loo_grid(Ks, Y[sub, c], lambdas, eig)[0] for c in range(Y.shape[1]))
+        return float(lambdas[int(best_lambda(press[None, :])[0])]) * K.shape[0] / sub.shape[0]
 
     def _fit_one_vs_rest(self, X, targets, rng):
         """One model per class from ONE Gram matrix (each class centres a copy; the last one K itself)."""

@@ -242,3 +242,31 @@ def test_lqkfd_refuses_the_multinomial_model():
     X, y = blobs(60, 3, 13)
     with pytest.raises(ValueError, match="multi_class"):
         LqKFD(multi_class="multinomial").fit(X, y)
+
+
+# ------------------------------------------------------------------------------------ KFD
+@pytest.mark.parametrize("rows", [None, np.array([0, 7, 19, 33])])
+def test_kfd_multinomial_ridge_equals_refitting_without_each_row(rows):
+    from kfdnumba.full_kfd import _ridge_on_every_column
+
+    K, Y, _ = problem(n=40)
+    coef, intercept, loo, got_rows = _ridge_on_every_column(K, Y, 0.1, rows)
+    want_coef, want_intercept, want_loo = ridge_loo_brute(K, K, Y, 0.1, "l2")
+    np.testing.assert_allclose(coef, want_coef, atol=1e-9)
+    np.testing.assert_allclose(intercept, want_intercept, atol=1e-9)
+    np.testing.assert_allclose(loo, want_loo if rows is None else want_loo[rows], atol=1e-9)
+    assert (got_rows is None) == (rows is None)
+
+
+@pytest.mark.parametrize("n", [150, 1100])  # the eigendecomposition path, and the Cholesky one above AUTO_MU_POINTS
+def test_kfd_multinomial_model(n):
+    from kfdnumba import KFD
+
+    X, y = blobs(n, 4, 14, spread=1.2)
+    model = KFD(random_state=0).fit(X, y)
+    ovr = KFD(random_state=0, multi_class="ovr").fit(X, y)
+    assert model.multi_class_ == "multinomial" and model.n_retained_ == n
+    assert model.transform(X).shape == (n, 3)
+    assert model.score(X, y) >= ovr.score(X, y) - 0.03
+    proba = model.predict_proba(X)
+    assert (model.classes_[proba.argmax(axis=1)] == model.predict(X)).all()
