@@ -100,15 +100,16 @@ MAX_BATCH = 32
 #: Candidates shortlisted per pass: ``SHORTLIST_FACTOR · b + SHORTLIST_EXTRA``.
 SHORTLIST_FACTOR = 2
 SHORTLIST_EXTRA = 8
-#: The first checkpoint's size and the growth of the next ones (sizes 8, 10, 12, 14, 17, ..., ×1.2).
-FIRST_CHECKPOINT = 8
+#: The first checkpoint's size and the growth of the next ones (sizes 1, 2, …, 8, 10, 12, 14, 17, …: ×1.2).
+FIRST_CHECKPOINT = 1
 CHECKPOINT_GROWTH = 1.2
 #: The checkpoints price λ on the decades of the grid (every other value); the chosen size on the whole grid.
 CHECKPOINT_LAMBDA_STEP = 2
 #: The path stops after this many checkpoints without fewer leave-one-out errors ...
 STOP_CHECKPOINTS = 2
-#: ... once it is this many times the size that reached the fewest.
+#: ... once it is this many times the size that reached the fewest, and this many points more.
 STOP_GROWTH = 1.4
+STOP_EXTRA = 10
 REORTHOGONALISE = True
 #: Leave-one-out hat diagonals are kept below ``1 - HAT_MARGIN``.
 HAT_MARGIN = 1e-10
@@ -380,7 +381,7 @@ def joint_path(
             best_at, since = state.m, 0
         else:
             since += 1
-        if since >= STOP_CHECKPOINTS and state.m >= STOP_GROWTH * best_at:
+        if since >= STOP_CHECKPOINTS and state.m >= max(STOP_GROWTH * best_at, best_at + STOP_EXTRA):
             path.stop = "the leave-one-out errors stopped falling"
             break
         checkpoint = _next_checkpoint(state.m)

@@ -58,6 +58,17 @@ class SparseKernelClassifier(KernelClassifier):
         points, 6.58–6.73 % on the union; one λ for all classes or a coarser
         grid moved it by less than 0.5 point either way). False: each class
         keeps its own points (the papers' one-vs-rest).
+    multi_class : {"multinomial", "ovr"}, default "multinomial"
+        More than two classes, with the leave-one-out model: "multinomial"
+        chooses ONE set of points for every class jointly and fits the class
+        indicator matrix on them (one λ for all classes), classifying by the
+        LDA of its leave-one-out outputs (:mod:`kfdnumba._multinomial`: the
+        candidate with the largest drop of the residual sum of squares summed
+        over the classes, the size within one standard error of the fewest
+        leave-one-out errors; the path may keep up to ``(C - 1)`` times the
+        method's per-model cap). "ovr": one model per class against the rest
+        (the papers'). The papers' own models with fixed options, and fits on
+        dask arrays, are one-vs-rest (``multi_class_`` says which).
     random_check : bool, default True
         With the leave-one-out model: as many uniformly random training points
         (``random_state``) are priced by the same leave-one-out estimate

@@ -199,7 +199,7 @@ def test_dask_fit_with_kept_candidates_equals_the_in_memory_fit(client, n_classe
 
     monkeypatch.setattr(_base, "AUTO_FRESH_MIN_N", 0)  # kept candidates on a small set: 6 new per step
     monkeypatch.setattr(_base, "AUTO_FRESH_CANDIDATES", 6)
-    kw = {"random_state": 1, "n_candidates": 20, "C": 0.1}
+    kw = {"random_state": 1, "n_candidates": 20, "C": 0.1, "multi_class": "ovr"}  # dask fits are one-vs-rest
     eager = SparseGreedyKFD(**kw).fit(X, y)
     lazy = SparseGreedyKFD(**kw).fit(da.from_array(X, chunks=(chunks, 2)), da.from_array(y, chunks=chunks))
     _assert_same_fit(eager, lazy)
@@ -237,7 +237,7 @@ def test_dask_fit_equals_the_in_memory_fit_three_classes_sigma_auto(client, shar
     chunks = (25, 60, 65)
     # a fixed C: at the grid's smallest λ (ℓ·1e-8, which C="auto" picks here) the ridge solve amplifies the
     # round-off of the chunked sums to 3e-8 relative differences of the coefficients
-    kw = {"C": 0.1, "random_state": 2, "shared_support": shared_support}
+    kw = {"C": 0.1, "random_state": 2, "shared_support": shared_support, "multi_class": "ovr"}
     eager = SparseGreedyKFD(**kw).fit(X, labels)
     lazy = SparseGreedyKFD(**kw).fit(da.from_array(X, chunks=(chunks, 2)), labels)  # y NumPy
     assert lazy.kernel_.sigma == pytest.approx(eager.kernel_.sigma, rel=1e-14)
@@ -336,7 +336,7 @@ def test_mp_dask_fit_equals_the_in_memory_fit_three_classes(client, selections, 
     X, y = _one_class_first(*three_class_blobs(240, seed=6), n_first=40)
     labels = np.array(["a", "b", "c"])[y]
     chunks = (40, 100, 100)
-    kw = {**MP_SMALL, "n_candidates": 20, "patience": 3, "max_bases": 15, "random_state": 2}
+    kw = {**MP_SMALL, "n_candidates": 20, "patience": 3, "max_bases": 15, "random_state": 2, "multi_class": "ovr"}
     eager = MatchingPursuitKFD(**kw, shared_support=shared_support).fit(X, labels)
     lazy = MatchingPursuitKFD(**kw, shared_support=shared_support).fit(da.from_array(X, chunks=(chunks, 2)), labels)
     assert [c for c, _ in selections] == ["pseudo", "random"] * 6
@@ -645,8 +645,9 @@ def test_chunk_refit_cuts_from_merged_moments(client, name, params):
 def test_subset_fit_three_classes_on_the_union(client, name):
     X, y = _one_class_first(*three_class_blobs(240, seed=6), n_first=40)
     cls = registered_estimators()[name]
-    eager = cls(sigma=1.0, random_state=2, selection_rows=90).fit(X, y)
-    lazy = cls(sigma=1.0, random_state=2, selection_rows=90).fit(da.from_array(X, chunks=((40, 100, 100), 2)), y)
+    params = {"sigma": 1.0, "random_state": 2, "selection_rows": 90, "multi_class": "ovr"}
+    eager = cls(**params).fit(X, y)
+    lazy = cls(**params).fit(da.from_array(X, chunks=((40, 100, 100), 2)), y)
     _assert_same_subset_fit(eager, lazy)
     np.testing.assert_array_equal(lazy.predict(X), eager.predict(X))
 
@@ -698,7 +699,7 @@ def test_subset_fit_three_classes_priced_on_every_chunk_equals_the_in_memory_fit
 
     monkeypatch.setattr(subset_module, "RANDOM_CHECK_RTOL", rtol)
     X, y = _one_class_first(*three_class_blobs(240, seed=6), n_first=40)
-    params = {"sigma": 1.0, "random_state": 2, "selection_rows": 150}
+    params = {"sigma": 1.0, "random_state": 2, "selection_rows": 150, "multi_class": "ovr"}
     eager = SparseGreedyKFD(**params).fit(X, y)
     lazy = SparseGreedyKFD(**params).fit(da.from_array(X, chunks=((40, 100, 100), 2)), y)
     assert eager.landmarks_ == lazy.landmarks_ == [landmarks] * 3

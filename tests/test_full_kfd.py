@@ -110,7 +110,7 @@ def test_multiclass_computes_the_gram_matrix_once_and_matches_binary_fits(monkey
 
     X, y = three_class_blobs(seed=3)
     full_blocks = count_gram_blocks(monkeypatch, X.shape[0])
-    model = KFD(sigma=1.0).fit(X, y)
+    model = KFD(sigma=1.0, multi_class="ovr").fit(X, y)
     assert len(full_blocks) == 1  # shared by the three one-vs-rest models
     for c in range(3):
         binary = KFD(sigma=1.0).fit(X, np.where(y == c, 1, -1))

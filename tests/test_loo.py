@@ -388,7 +388,7 @@ def test_kfd_one_vs_rest_shares_one_eigendecomposition(monkeypatch):
     calls = []
     original = scipy.linalg.eigh
     monkeypatch.setattr(full_kfd.scipy.linalg, "eigh", lambda *a, **k: calls.append(1) or original(*a, **k))
-    model = KFD(sigma=1.0).fit(X, y)
+    model = KFD(sigma=1.0, multi_class="ovr").fit(X, y)
     assert len(calls) == 1
     for c, label in enumerate(model.classes_):  # each class's μ and model: its binary fit's
         binary = KFD(sigma=1.0).fit(X, np.where(y == label, 1, -1))
@@ -654,13 +654,13 @@ def _separated_classes(k: int, n: int = 600):
 def test_error_count_stop_keeps_separable_one_vs_rest_models_small(cls, monkeypatch):
     """Four well separated classes: the PRESS keeps falling, the error count not; the paths stop on the latter."""
     X, y = _separated_classes(4)
-    model = cls(sigma=4.0, random_state=0).fit(X, y)
+    model = cls(sigma=4.0, random_state=0, multi_class="ovr").fit(X, y)
     for errors, press in zip(model.loo_errors_, model.loo_press_):
         steps = press.shape[0] - 1
         assert len(errors) == steps + 1 and steps < 100
         assert press.min(axis=1)[-1] < press.min(axis=1)[steps // 2]  # still falling where it stopped
     monkeypatch.setattr(_loo, "AUTO_ERROR_WINDOWS", 10**6)  # the PRESS rule alone
-    alone = cls(sigma=4.0, random_state=0).fit(X, y)
+    alone = cls(sigma=4.0, random_state=0, multi_class="ovr").fit(X, y)
     steps, steps_alone = ([len(e) - 1 for e in m.loo_errors_] for m in (model, alone))
     assert max(steps) < min(steps_alone) and 2 * sum(steps) < sum(steps_alone)  # measured 99-120 against 281-483
     assert model.n_retained_ < alone.n_retained_

@@ -561,7 +561,7 @@ def test_one_vs_rest_sampled_log_names_each_class(capsys):
     r = np.random.default_rng(5)
     y = np.repeat(np.array(["ant", "bee", "cat"]), 50)
     X = r.standard_normal((150, 2)) + 2.0 * np.repeat(np.array([[0, 0], [1, 1], [2, -1]]), 50, axis=0)
-    _ReformativeKFD(sigma=1.0, n_candidates=12, random_state=0, verbose=1).fit(X, y)
+    _ReformativeKFD(sigma=1.0, n_candidates=12, random_state=0, verbose=1, multi_class="ovr").fit(X, y)
     out = capsys.readouterr().out
     for name in ("ant", "bee", "cat"):
         assert f"class '{name}': stop" in out and f"one-vs-rest: class '{name}'" in out, out[-800:]
@@ -593,7 +593,7 @@ def test_kept_candidates_statistics_equal_computing_them_again(n_classes, monkey
     y = np.repeat(np.arange(n_classes), 120)
     X = r.standard_normal((y.size, 2)) + 1.5 * np.array([[0, 0], [1, 1], [2, -1]])[y]
     kept_candidates(monkeypatch, 5)
-    kw = dict(sigma=1.0, n_candidates=20, random_state=4)
+    kw = dict(sigma=1.0, n_candidates=20, random_state=4, multi_class="ovr")
     kept = _ReformativeKFD(**kw).fit(X, y)
     original = rk._SampledNodes.offer
     monkeypatch.setattr(

@@ -158,7 +158,7 @@ def test_bad_selection_rows_is_refused(value):
 @pytest.mark.parametrize("cls", SPARSE, ids=lambda c: c.__name__)
 def test_one_vs_rest_on_a_subset(cls):
     X, y = three_class_blobs(240, seed=4)
-    model = cls(sigma=1.0, random_state=0, selection_rows=120).fit(X, y)
+    model = cls(sigma=1.0, random_state=0, selection_rows=120, multi_class="ovr").fit(X, y)
     assert model.selection_rows_ == [120, 120, 120]
     proba = model.predict_proba(X)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
@@ -169,8 +169,8 @@ def test_one_vs_rest_on_a_subset(cls):
 @pytest.mark.parametrize("cls", SPARSE, ids=lambda c: c.__name__)
 def test_one_vs_rest_models_share_the_union_of_their_points(cls):
     X, y = three_class_blobs(150, seed=5)
-    own = cls(sigma=1.0, random_state=0, shared_support=False).fit(X, y)
-    shared = cls(sigma=1.0, random_state=0).fit(X, y)
+    own = cls(sigma=1.0, random_state=0, shared_support=False, multi_class="ovr").fit(X, y)
+    shared = cls(sigma=1.0, random_state=0, multi_class="ovr").fit(X, y)
     np.testing.assert_array_equal(own.support_, shared.support_)  # the same selection, the same union
     assert (np.abs(own.dual_coef_) > 0).sum() < shared.dual_coef_.size  # own points: zeros elsewhere
     assert (np.abs(shared.dual_coef_) > 0).all()
@@ -233,7 +233,7 @@ def test_random_check_keeps_the_selection_unless_random_points_price_better(cls,
 
 def test_random_check_compares_the_union_once_by_the_summed_press():
     X, y = three_class_blobs(150, seed=8)
-    model = SparseGreedyKFD(sigma=1.0, random_state=0).fit(X, y)
+    model = SparseGreedyKFD(sigma=1.0, random_state=0, multi_class="ovr").fit(X, y)
     checks = np.asarray(model.random_check_press_)
     assert checks.shape == (3, 2) and (checks == checks[0]).all()  # one comparison for the union
     assert len(set(model.landmarks_)) == 1
@@ -276,7 +276,7 @@ def test_union_check_at_most_twice_the_selection_rows_prices_both_sets_on_every_
 
     monkeypatch.setattr(subset_module, "refit_on_rows", recording)
     X, y = three_class_blobs(240, seed=6)
-    model = SparseGreedyKFD(sigma=1.0, random_state=2, selection_rows=150).fit(X, y)
+    model = SparseGreedyKFD(sigma=1.0, random_state=2, selection_rows=150, multi_class="ovr").fit(X, y)
     assert model.landmarks_ == [landmarks] * 3
     assert [rows for rows, _, _ in calls] == [240, 240]  # the union, then as many random points
     (_, union, mine), (_, drawn, theirs) = calls
@@ -288,6 +288,7 @@ def test_union_check_at_most_twice_the_selection_rows_prices_both_sets_on_every_
     for c in range(3):
         assert model.loo_lambda_[c] == winner[c].lam
     calls.clear()
-    subset = SparseGreedyKFD(sigma=1.0, random_state=2, selection_rows=110).fit(X, y)  # 240 > 2 × 110: as before
+    # 240 > 2 × 110: as before
+    subset = SparseGreedyKFD(sigma=1.0, random_state=2, selection_rows=110, multi_class="ovr").fit(X, y)
     rows = np.ravel(subset.selection_rows_)[0]  # the stratified subset's size (111 here; one per class)
     assert rows < 120 and [r for r, _, _ in calls] == [rows, rows, 240]

@@ -397,7 +397,9 @@ def nothing(monkeypatch, calls):
 # (estimator, params beyond demo_params, sizes (below, above), data, path setup, path check)
 SWITCHES = [
     pytest.param(KFD, {}, (1000, 1001), "blobs", kfd_mu_setup, kfd_mu_check, id="KFD-mu-auto-1000"),
-    pytest.param(KFD, {}, (1000, 1001), "three", kfd_mu_setup, kfd_mu_check, id="KFD-mu-auto-1000-3-classes"),
+    pytest.param(
+        KFD, {"multi_class": "ovr"}, (1000, 1001), "three", kfd_mu_setup, kfd_mu_check, id="KFD-mu-auto-1000-3-classes"
+    ),
     pytest.param(
         SparseGreedyKFD,
         {},
@@ -412,7 +414,7 @@ SWITCHES = [
     ),
     pytest.param(
         SparseGreedyKFD,
-        {},
+        {"multi_class": "ovr"},
         (10000, 10001),
         "corners",
         union_setup,
@@ -442,7 +444,7 @@ SWITCHES = [
     ),
     pytest.param(
         ReformativeKFD,
-        {},
+        {"multi_class": "ovr"},
         (10000, 10001),
         "corners",
         union_setup,
@@ -698,7 +700,7 @@ def test_one_vs_rest_task_threads_with_real_work_give_the_model_of_one_thread(cl
     fits = []
     for n_jobs in (1, 2):
         rounds = _threads.TaskThreads.rounds_on_threads
-        model = cls(n_jobs=n_jobs, random_state=0, **cls.demo_params).fit(X, y)
+        model = cls(n_jobs=n_jobs, random_state=0, multi_class="ovr", **cls.demo_params).fit(X, y)
         fits.append((model, _threads.TaskThreads.rounds_on_threads - rounds))
     (alone, none), (together, some) = fits
     assert none == 0 and some >= 1

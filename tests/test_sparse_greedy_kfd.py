@@ -392,7 +392,7 @@ def test_multiclass_gemm_skips_stopped_classes_columns_with_the_same_model(kw, m
         return candidates(self, cand, kernel_reg)
 
     monkeypatch.setattr(sg.MemoryColumns, "candidates", counted)
-    params = {"sigma": 1.0, "random_state": 0, "selection_rows": None, **kw}
+    params = {"sigma": 1.0, "random_state": 0, "selection_rows": None, "multi_class": "ovr", **kw}
     partitioned = SparseGreedyKFD(**params).fit(X, y)
     skipped = sum(stored - live for live, stored in rows_used)
     assert skipped > 0, rows_used  # classes stopped early and their columns left the product
@@ -509,7 +509,7 @@ def test_kept_candidates_reuse_equals_computing_every_column_again(regularizer, 
     X, y = banana_like(300, seed=7)
     if n_classes == 3:
         y = np.where(X[:, 0] > 0.6, 2.0, y)
-    kw = dict(sigma=SIGMA, regularizer=regularizer, n_candidates=20, random_state=2)
+    kw = dict(sigma=SIGMA, regularizer=regularizer, n_candidates=20, random_state=2, multi_class="ovr")
     keep_candidates(monkeypatch, 6)
     kept = SparseGreedyKFD(**kw).fit(X, y)
     original = sg.MemoryColumns.candidates
@@ -559,7 +559,7 @@ def test_one_vs_rest_budget_is_charged_as_the_stores_grow(charges):
     X, y = three_class_blobs(300, seed=23)
     worst = 3 * path_bytes(300, 300, 7) + 8.0 * (3 * 301**2 + 4 * 300 * 59)  # the cap's charge before
     check_budget_charges_the_fit(
-        lambda gb: SparseGreedyKFD(sigma=1.0, random_state=0, max_memory_gb=gb).fit(X, y),
+        lambda gb: SparseGreedyKFD(sigma=1.0, random_state=0, max_memory_gb=gb, multi_class="ovr").fit(X, y),
         charges,
         worst,
         r"SparseGreedyKFD with 300 training points, 3 model\(s\) and max_bases=300: .* above max_memory_gb",

@@ -469,7 +469,7 @@ def test_one_vs_rest_classes_on_two_threads_give_the_model_of_one(monkeypatch, r
     for n_jobs in (1, 2):  # every round in turn, then every round on both threads
         rounds = _threads.TaskThreads.rounds_on_threads
         with _threads.force_parallel():  # the kernels in the tasks on their parallel paths (one thread each)
-            model = cls(sigma=1.0, n_jobs=n_jobs, random_state=0, **params).fit(X, y)
+            model = cls(sigma=1.0, n_jobs=n_jobs, random_state=0, multi_class="ovr", **params).fit(X, y)
         fits.append((model, _threads.TaskThreads.rounds_on_threads - rounds))
     (alone, none), (together, some) = fits
     assert none == 0 and some >= (1 if cls in (LqKFD, MatchingPursuitKFD) else 5)  # one round of whole fits
@@ -491,7 +491,7 @@ with _threads.force_parallel():  # and every kernel in them on its parallel path
         (ReformativeKFD, {"n_candidates": 15, "max_nodes": 12}),
         (LqKFD, {}),
     ):
-        cls(sigma=1.0, n_jobs=2, random_state=0, **params).fit(X, y)
+        cls(sigma=1.0, n_jobs=2, random_state=0, multi_class="ovr", **params).fit(X, y)
 assert _threads.TaskThreads.rounds_on_threads > 5
 print(numba.threading_layer())
 """
