@@ -769,3 +769,14 @@ def test_kernel_penalty_dask_fit_equals_the_in_memory_fit(client, params):
     lazy = SparseGreedyKFD(**kw).fit(da.from_array(X, chunks=(700, 2)), da.from_array(y, chunks=700))
     assert_same_model(eager, lazy, X)
     np.testing.assert_allclose(lazy.intercept_, eager.intercept_, rtol=1e-6)
+
+
+def test_a_dask_fit_of_several_classes_is_one_vs_rest_and_says_so(client):
+    """The multinomial model is in memory only; on dask arrays the default fit is one-vs-rest."""
+    rng = np.random.default_rng(16)
+    y = np.arange(150) % 3
+    X = 3.0 * np.eye(3)[y][:, :2] + rng.normal(size=(150, 2))
+    model = SparseGreedyKFD(random_state=0).fit(da.from_array(X, chunks=50), da.from_array(y, chunks=50))
+    assert model.multi_class_ == "ovr"
+    with pytest.raises(ValueError, match="transform of a one-vs-rest model fitted on dask"):
+        model.transform(X)

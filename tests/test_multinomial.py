@@ -270,3 +270,17 @@ def test_kfd_multinomial_model(n):
     assert model.score(X, y) >= ovr.score(X, y) - 0.03
     proba = model.predict_proba(X)
     assert (model.classes_[proba.argmax(axis=1)] == model.predict(X)).all()
+
+
+def test_checkpoint_errors_equal_brute_force_refits_and_the_size_follows_them():
+    K, Y, y = problem(n=45, classes=3, seed=15, sigma=1.0)
+    lambdas = 45 * np.logspace(-8, 0, 17)
+    path = mn.joint_path(K, Y, y, 20, lambdas, "kernel")
+    for size, fit in zip(path.sizes, path.fits):
+        S = path.selected[:size]
+        _, _, loo = ridge_loo_brute(K[:, S], K[np.ix_(S, S)], Y, fit.lam, "kernel")
+        assert fit.errors == int((loo.argmax(axis=1) != y).sum())
+    errors = np.array([f.errors for f in path.fits])
+    low = errors.min()
+    within = errors <= low + np.sqrt(low * (1 - low / 45))
+    assert path.chosen() == int(np.argmax(within))
