@@ -1314,6 +1314,35 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         for key, value in model.info.items():
             setattr(self, key + "_", value)
         self._weak_models = []
+        self._warn_multinomial_no_skill(lda, model.loo_output, labels)
+
+    def _warn_multinomial_no_skill(self, lda: Discriminant, loo: np.ndarray, labels: np.ndarray) -> None:
+        """Warn (:class:`NoSkillWarning`) when the leave-one-out predictions are no better than the largest class.
+
+        "No better": fewer than ``NO_SKILL_T`` binomial standard errors below the largest class's error rate.
+        The prediction is the argmax of the leave-one-out fitted indicators (the path's count), not the LDA
+        fitted on those same outputs: a row's leave-one-out output lacks its own label, so with labels
+        unrelated to the features each class's outputs shift apart by that absence alone (150 random labels,
+        3 classes: the LDA separated them with 25 % errors, the argmax 66 %, the largest class 62 %).
+        """
+        n = labels.shape[0]
+        wrong = np.count_nonzero(np.argmax(loo, axis=1) != labels) / n
+        chance = 1.0 - float(lda.priors.max())
+        if wrong < chance - NO_SKILL_T * math.sqrt(chance * (1.0 - chance) / n):
+            return
+        hint = (
+            f"The kernel width sigma={self.kernel_.sigma:.3g} may be far too small or too large for these data"
+            if getattr(self.kernel_, "name", None) in ("rbf", "laplacian")
+            else "The kernel may not suit these data"
+        )
+        warnings.warn(
+            f"{type(self).__name__}: the multinomial model's leave-one-out predictions are wrong on "
+            f"{100 * wrong:.1f} % of the training rows, no better than always predicting the largest class "
+            f"({100 * chance:.1f} %): expect chance-level predictions. {hint}, or the features carry no signal "
+            "about the labels.",
+            NoSkillWarning,
+            stacklevel=4,
+        )
 
     def _fit_expansions(self, X, encoded, targets, rng) -> list[KernelExpansion]:
         """One expansion per binary problem (targets: one row of ±1 per model)."""

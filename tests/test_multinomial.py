@@ -284,3 +284,16 @@ def test_checkpoint_errors_equal_brute_force_refits_and_the_size_follows_them():
     low = errors.min()
     within = errors <= low + np.sqrt(low * (1 - low / 45))
     assert path.chosen() == int(np.argmax(within))
+
+
+@pytest.mark.parametrize("cls", [SparseGreedyKFD, "KFD"])
+def test_a_multinomial_model_without_skill_is_warned_about(cls):
+    from kfdnumba import KFD, NoSkillWarning
+
+    cls = KFD if cls == "KFD" else cls
+    rng = np.random.default_rng(17)
+    X, y = rng.normal(size=(150, 3)), rng.integers(3, size=150)  # labels unrelated to the features
+    with pytest.warns(NoSkillWarning, match="no better than always predicting the largest class"):
+        cls(random_state=0).fit(X, y)
+    Xs, ys = blobs(150, 3, 18)
+    cls(random_state=0).fit(Xs, ys)  # filterwarnings=error: a model with skill does not warn
