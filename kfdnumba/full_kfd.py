@@ -20,6 +20,11 @@ refused above ``max_memory_gb``. With ``mu="auto"`` up to ``AUTO_MU_POINTS``
 the eigendecomposition that prices every μ also gives the solution (the ridge
 fit of the labels, whose direction is KFD's: :func:`ridge_loo_grid`), so that
 path has no syrk and no Cholesky: one Gram matrix and one ``eigh``.
+
+More than two classes (``multi_class="multinomial"``, the default): the class indicator matrix's ridge
+fit on every kernel column, one μ for all classes by leave-one-out PRESS summed over them, classified by
+the LDA of its leave-one-out outputs (optimal scoring, Hastie, Tibshirani & Buja 1994; the two-class
+KFD is its C = 2 case up to the cut); ``multi_class="ovr"``: one KFD per class against the rest.
 """
 
 from __future__ import annotations
