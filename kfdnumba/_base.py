@@ -1292,19 +1292,25 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         self.discriminant_center_ = model.center
         self.class_centroids_ = model.centroids
 
-    def _store_multinomial(self, X, encoded, model) -> None:
-        """Store a multinomial model: its C outputs, their LDA (fitted on the leave-one-out outputs) and κ."""
-        support, coef = _merge_identical_points(X, np.asarray(model.support, dtype=np.intp), model.coef)
-        intercept = np.asarray(model.intercept, dtype=np.float64)
-        if not (np.isfinite(coef).all() and np.isfinite(intercept).all() and np.isfinite(model.loo_output).all()):
+    def _store_expansion_arrays(self, X, support, coef, intercept) -> None:
+        """Set ``support_``, ``support_vectors_``, ``dual_coef_`` (identical points merged) and ``intercept_``."""
+        support, coef = _merge_identical_points(X, support, coef)
+        intercept = np.asarray(intercept, dtype=np.float64)
+        if not (np.isfinite(coef).all() and np.isfinite(intercept).all()):
             raise FloatingPointError(
                 f"{type(self).__name__} produced non-finite coefficients; the problem is numerically "
-                "singular for these parameters (try another sigma)."
+                "singular for these parameters (try a larger regulariser or another sigma)."
             )
         self.support_ = support
         self.support_vectors_ = X[support].copy()
         self.dual_coef_ = coef
         self.intercept_ = intercept
+
+    def _store_multinomial(self, X, encoded, model) -> None:
+        """Store a multinomial model: its C outputs, their LDA (fitted on the leave-one-out outputs) and κ."""
+        if not np.isfinite(model.loo_output).all():
+            raise FloatingPointError(f"{type(self).__name__} produced non-finite leave-one-out outputs.")
+        self._store_expansion_arrays(X, np.asarray(model.support, dtype=np.intp), model.coef, model.intercept)
         labels = encoded if model.loo_rows is None else encoded[model.loo_rows]
         lda = discriminant(model.loo_output, labels, self.classes_.shape[0], sum_to_one=True)
         self.multi_class_ = "multinomial"
@@ -1373,16 +1379,8 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
             rows = [position[int(s)] for s in e.support]
             np.add.at(coef[:, c], rows, np.asarray(e.coef, dtype=np.float64))
             intercept[c] = e.intercept - e.threshold
-        support, coef = _merge_identical_points(X, support, coef)
-        if not (np.isfinite(coef).all() and np.isfinite(intercept).all()):
-            raise FloatingPointError(
-                f"{type(self).__name__} produced non-finite coefficients; the problem is numerically "
-                "singular for these parameters (try a larger regulariser or another sigma)."
-            )
-        self.support_ = support
-        self.support_vectors_ = X[support].copy()
-        self.dual_coef_ = coef
-        self.intercept_ = intercept
+        self._store_expansion_arrays(X, support, coef, intercept)
+        coef, intercept = self.dual_coef_, self.intercept_
         # Gaussian class-conditional model on each 1-D output (pooled variance; module docstring).
         means = np.empty((len(expansions), 2))
         variances = np.empty((len(expansions), 2))
