@@ -70,6 +70,7 @@ __all__ = [
     "BaseEstimator",
     "ClassifierMixin",
     "KernelClassifier",
+    "SampleWeights",
     "stratified_subset",
     "NotFittedError",
     "NoSkillWarning",
@@ -504,6 +505,57 @@ def check_labels(y, n_samples: int, min_per_class: int = 2) -> tuple[np.ndarray,
     return classes, encoded.astype(np.intp)
 
 
+def check_sample_weight(sample_weight, n_samples: int) -> np.ndarray | None:
+    """Return sample_weight as a float64 array (n,), finite and non-negative, or None."""
+    if sample_weight is None:
+        return None
+    try:
+        w = np.asarray(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError("sample_weight must be an array of numbers.") from None
+    if w.ndim == 0:
+        w = np.full(n_samples, float(w))
+    if w.shape != (n_samples,):
+        raise ValueError(f"sample_weight must have shape ({n_samples},) like y; got {w.shape}.")
+    if not np.isfinite(w).all():
+        raise ValueError("sample_weight must be finite (it contains NaN or infinity).")
+    if np.any(w < 0):
+        raise ValueError("sample_weight must be non-negative.")
+    if not w.sum() > 0:
+        raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+    return w
+
+
+def class_weights(class_weight, classes: np.ndarray, encoded: np.ndarray) -> np.ndarray | None:
+    """Return the weight of each class (C,) for ``class_weight`` (None, "balanced" or {label: weight}), or None.
+
+    "balanced": ``ℓ / (C · ℓ_c)`` (scikit-learn's), from the rows that are fitted.
+    """
+    if class_weight is None:
+        return None
+    if isinstance(class_weight, str):
+        counts = np.bincount(encoded, minlength=classes.shape[0]).astype(np.float64)
+        return encoded.shape[0] / (classes.shape[0] * counts)
+    out = np.ones(classes.shape[0])
+    known = {plain_label(classes, c): c for c in range(classes.shape[0])}
+    for label, weight in class_weight.items():
+        key = label.item() if isinstance(label, np.generic) else label
+        if key not in known:
+            raise ValueError(f"class_weight names the label {label!r}, which is not a class of y {classes.tolist()}.")
+        if not (isinstance(weight, (numbers.Real, np.number)) and math.isfinite(weight) and weight > 0):
+            raise ValueError(f"class_weight[{label!r}] must be a finite positive number; got {weight!r}.")
+        out[known[key]] = float(weight)
+    return out
+
+
+class _ClassWeightConstraint:
+    def accepts(self, value) -> bool:
+        return value is None or (isinstance(value, str) and value == "balanced") or isinstance(value, dict)
+
+    def __str__(self) -> str:
+        return 'None, "balanced" or a dict {label: weight}'
+
+
 # ------------------------------------------------------------------------ expansion
 @dataclass(eq=False)
 class KernelExpansion:
@@ -863,23 +915,25 @@ class Discriminant:
         return slope * lin + np.log(self.priors)
 
 
-def discriminant(F: np.ndarray, encoded: np.ndarray, n_classes: int, sum_to_one: bool) -> Discriminant:
+def discriminant(F: np.ndarray, encoded: np.ndarray, n_classes: int, sum_to_one: bool, weights=None) -> Discriminant:
     """Fisher's linear discriminant (LDA) of outputs F (ℓ × k) with labels ``0 … C-1``: min(C - 1, k) coordinates.
 
     ``sum_to_one``: the outputs' rows sum to a constant (fitted class indicators), so they live in C - 1
-    dimensions; the analysis runs in the contrast basis (:func:`contrast_basis`).
+    dimensions; the analysis runs in the contrast basis (:func:`contrast_basis`). ``weights``: the rows'
+    weights (a row of weight w counts as w copies of it; None: all 1).
     """
     F = np.asarray(F, dtype=np.float64)
-    mean = F.mean(axis=0)
+    w = np.ones(F.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
+    mean = (w @ F) / w.sum()
     B = contrast_basis(F.shape[1]) if sum_to_one else np.eye(F.shape[1])
     Z = (F - mean) @ B
-    counts = np.bincount(encoded, minlength=n_classes).astype(np.float64)
+    counts = np.bincount(encoded, weights=w, minlength=n_classes)
     priors = counts / counts.sum()
     means = np.zeros((n_classes, Z.shape[1]))
-    np.add.at(means, encoded, Z)
+    np.add.at(means, encoded, Z * w[:, None])
     means /= counts[:, None]
     within = Z - means[encoded]
-    Sw = within.T @ within / max(Z.shape[0] - n_classes, 1)
+    Sw = within.T @ (within * w[:, None]) / max(w.sum() - n_classes, 1.0)
     p = Sw.shape[0]
     Sw += (WITHIN_RIDGE * max(np.trace(Sw), np.finfo(np.float64).tiny) / p) * np.eye(p)
     L = np.linalg.cholesky(Sw)
@@ -904,16 +958,17 @@ def _softmax_log(scores: np.ndarray) -> np.ndarray:
     return scores - (top + np.log(np.exp(scores - top).sum(axis=1, keepdims=True)))
 
 
-def discriminant_slope(model: Discriminant, Z: np.ndarray, encoded: np.ndarray) -> float:
+def discriminant_slope(model: Discriminant, Z: np.ndarray, encoded: np.ndarray, weights=None) -> float:
     """κ: the factor of the LDA log posteriors of maximum likelihood on (leave-one-out) coordinates Z."""
     from scipy.optimize import minimize_scalar
 
     rows = np.arange(Z.shape[0])
+    w = np.ones(Z.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
 
     def loss(log_kappa: float) -> float:
-        return -float(_softmax_log(model.scores(Z, math.exp(log_kappa)))[rows, encoded].sum())
+        return -float(w @ _softmax_log(model.scores(Z, math.exp(log_kappa)))[rows, encoded])
 
-    best = minimize_scalar(loss, bounds=(math.log(1e-3), math.log(1e3)), method="bounded", options={"xatol": 1e-4})
+    best = minimize_scalar(loss, bounds=(math.log(1e-3), math.log(1e3)), method="bounded", options={"xatol": 1e-9})
     return float(math.exp(best.x))
 
 
@@ -1120,28 +1175,39 @@ class ClassifierMixin:
         )
 
     def get_metadata_routing(self):
-        """scikit-learn's metadata routing: ``score`` accepts ``sample_weight``, ``fit`` no metadata.
+        """scikit-learn's metadata routing: ``score`` accepts ``sample_weight``, and ``fit`` where it takes one.
 
         What scikit-learn's own estimators derive from their signatures; without it a ``Pipeline`` ending in
         one of ours scored NaN once ``sklearn.set_config(enable_metadata_routing=True)`` was on. Imports
-        scikit-learn (only ever called by it). ``set_score_request`` sets the request.
+        scikit-learn (only ever called by it). ``set_score_request`` / ``set_fit_request`` set the requests
+        (kept by ``clone``, as scikit-learn's own estimators' ``_metadata_request``).
         """
-        return getattr(self, "_metadata_request", None) or self._score_request(None)
+        return getattr(self, "_metadata_request", None) or self._request(None, None)
 
-    def _score_request(self, alias):
+    def _request(self, score_alias, fit_alias):
         from sklearn.utils.metadata_routing import MetadataRequest
 
         request = MetadataRequest(owner=type(self).__name__)
-        request.score.add_request(param="sample_weight", alias=alias)
+        request.score.add_request(param="sample_weight", alias=score_alias)
+        if isinstance(self, SampleWeights):
+            request.fit.add_request(param="sample_weight", alias=fit_alias)
         return request
+
+    def _set_request(self, method: str, alias) -> None:
+        current = self.get_metadata_routing()
+        aliases = {
+            "score": current.score.requests.get("sample_weight"),
+            "fit": current.fit.requests.get("sample_weight") if isinstance(self, SampleWeights) else None,
+        }
+        aliases[method] = alias
+        self._metadata_request = self._request(aliases["score"], aliases["fit"])
 
     def set_score_request(self, *, sample_weight=None):
         """Request (True), refuse (False), leave unset (None) or alias (a str) ``sample_weight`` for ``score``.
 
-        scikit-learn's ``set_score_request`` under metadata routing (kept by ``clone``, as its own
-        estimators' ``_metadata_request``); returns self.
+        scikit-learn's ``set_score_request`` under metadata routing; returns self.
         """
-        self._metadata_request = self._score_request(sample_weight)
+        self._set_request("score", sample_weight)
         return self
 
     def score(self, X, y, sample_weight=None) -> float:
@@ -1237,15 +1303,24 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
 
         A fit that raises leaves the estimator unfitted (no fitted attribute).
         """
+        return self._fit_and_warn(X, y, None)
+
+    def _fit_and_warn(self, X, y, sample_weight):
         with self._fitting():
-            self._fit(X, y)
+            self._fit(X, y, sample_weight)
         weak = self.__dict__.pop("_weak_models", None)  # set by _store_expansions
         if weak:
             self._warn_no_skill(weak)
         return self
 
-    def _fit(self, X, y):
-        if is_dask_array(X) or is_dask_array(y):
+    def _fit(self, X, y, sample_weight=None):
+        weighted = sample_weight is not None or getattr(self, "class_weight", None) is not None
+        if is_dask_array(X) or is_dask_array(y) or is_dask_array(sample_weight):
+            if weighted:
+                raise ValueError(
+                    f"{type(self).__name__}: sample_weight and class_weight are for in-memory fits; a fit on dask "
+                    "arrays is unweighted."
+                )
             return dask_layer().fit(self, X, y)
         self._validate_params()
         check_feature_names(self, X, reset=True)
@@ -1256,19 +1331,42 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
                 f"kernel='precomputed': X must be the square training Gram matrix (n_samples x n_samples); got shape "
                 f"{X.shape}."
             )
-        classes, encoded = check_labels(y, X.shape[0], self._min_samples_per_class)
         self.n_features_in_ = X.shape[1]
+        weights = check_sample_weight(sample_weight, X.shape[0])
+        kept = None  # the rows of positive weight, when some weight is zero: the others are removed
+        if weights is not None and np.any(weights == 0):
+            y = _labels_1d(y)
+            if y.shape[0] == X.shape[0]:
+                kept = np.flatnonzero(weights > 0)
+                X = X[np.ix_(kept, kept)] if precomputed else X[kept]
+                y, weights = y[kept], weights[kept]
+        least = self._min_samples_per_class
+        classes, encoded = check_labels(y, X.shape[0], least if weights is None else 1)
+        if weights is not None:  # a row of weight w counts as w rows
+            mass = np.bincount(encoded, weights=weights, minlength=classes.shape[0])
+            if mass.min() < least:
+                small = plain_label(classes, int(np.argmin(mass)))
+                raise ValueError(
+                    f"class {small!r} has a total sample weight of {mass.min():g}; each class needs at least {least}."
+                )
+        per_class = class_weights(getattr(self, "class_weight", None), classes, encoded)
+        if per_class is not None:
+            weights = per_class[encoded] if weights is None else weights * per_class[encoded]
+        if weights is not None and np.all(weights == 1.0):
+            weights = None  # unit weights: the unweighted fit
         self.classes_ = classes
-        self.kernel_ = make_kernel(self.kernel, self.sigma, X, self.degree, self.coef0)
+        self.kernel_ = make_kernel(self.kernel, self.sigma, X, self.degree, self.coef0, weights)
         if precomputed:  # the methods' rows are the training indices; the kernel looks them up in X
             X = np.arange(X.shape[0], dtype=np.float64)[:, None]
         rng = self._rng()
         with thread_policy(self.n_jobs):
             model = None
-            if classes.shape[0] > 2 and getattr(self, "multi_class", "ovr") == "multinomial":
+            if weights is not None:
+                model = self._fit_weighted(X, encoded, weights, rng)
+            elif classes.shape[0] > 2 and getattr(self, "multi_class", "ovr") == "multinomial":
                 model = self._fit_multinomial(X, encoded, rng)
             if model is not None:
-                self._store_multinomial(X, encoded, model)
+                self._store_multinomial(X, encoded, model, weights)
             else:
                 if classes.shape[0] == 2:
                     targets = np.where(encoded == 1, 1.0, -1.0)[None, :]
@@ -1281,7 +1379,14 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
                     self.multi_class_ = "ovr"
                     self._set_discriminant(discriminant(out, encoded, classes.shape[0], sum_to_one=False))
         self.kernel_ = self.kernel_.without_gram()
+        if kept is not None and precomputed:  # the model's columns: training indices of the full Gram matrix
+            self.support_ = kept[self.support_]
+            self.support_vectors_ = self.support_[:, None].astype(np.float64)
         return self
+
+    def _fit_weighted(self, X, encoded, weights, rng):
+        """Return the weighted model (:class:`kfdnumba._multinomial.MultinomialModel`, any number of classes)."""
+        raise TypeError(f"{type(self).__name__} does not take sample weights.")
 
     def _fit_multinomial(self, X, encoded, rng):
         """Return the multinomial model (:class:`kfdnumba._multinomial.MultinomialModel`), or None: one-vs-rest."""
@@ -1306,23 +1411,27 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         self.dual_coef_ = coef
         self.intercept_ = intercept
 
-    def _store_multinomial(self, X, encoded, model) -> None:
-        """Store a multinomial model: its C outputs, their LDA (fitted on the leave-one-out outputs) and κ."""
+    def _store_multinomial(self, X, encoded, model, weights=None) -> None:
+        """Store a multinomial model: its C outputs, their LDA (fitted on the leave-one-out outputs) and κ.
+
+        ``weights``: the rows' weights of a weighted fit (its LDA, κ and skill check are weighted).
+        """
         if not np.isfinite(model.loo_output).all():
             raise FloatingPointError(f"{type(self).__name__} produced non-finite leave-one-out outputs.")
         self._store_expansion_arrays(X, np.asarray(model.support, dtype=np.intp), model.coef, model.intercept)
         labels = encoded if model.loo_rows is None else encoded[model.loo_rows]
-        lda = discriminant(model.loo_output, labels, self.classes_.shape[0], sum_to_one=True)
+        w = None if weights is None else (weights if model.loo_rows is None else weights[model.loo_rows])
+        lda = discriminant(model.loo_output, labels, self.classes_.shape[0], sum_to_one=True, weights=w)
         self.multi_class_ = "multinomial"
         self._set_discriminant(lda)
         self.class_prior_ = lda.priors
-        self.proba_slope_ = np.array([discriminant_slope(lda, lda.coordinates(model.loo_output), labels)])
+        self.proba_slope_ = np.array([discriminant_slope(lda, lda.coordinates(model.loo_output), labels, w)])
         for key, value in model.info.items():
             setattr(self, key + "_", value)
         self._weak_models = []
-        self._warn_multinomial_no_skill(lda, model.loo_output, labels)
+        self._warn_multinomial_no_skill(lda, model.loo_output, labels, w)
 
-    def _warn_multinomial_no_skill(self, lda: Discriminant, loo: np.ndarray, labels: np.ndarray) -> None:
+    def _warn_multinomial_no_skill(self, lda: Discriminant, loo: np.ndarray, labels: np.ndarray, weights=None) -> None:
         """Warn (:class:`NoSkillWarning`) when the leave-one-out predictions are no better than the largest class.
 
         "No better": fewer than ``NO_SKILL_T`` binomial standard errors below the largest class's error rate.
@@ -1331,8 +1440,9 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         unrelated to the features each class's outputs shift apart by that absence alone (150 random labels,
         3 classes: the LDA separated them with 25 % errors, the argmax 66 %, the largest class 62 %).
         """
-        n = labels.shape[0]
-        wrong = np.count_nonzero(np.argmax(loo, axis=1) != labels) / n
+        w = np.ones(labels.shape[0]) if weights is None else weights
+        n = float(w.sum())
+        wrong = float(w[np.argmax(loo, axis=1) != labels].sum()) / n
         chance = 1.0 - float(lda.priors.max())
         if wrong < chance - NO_SKILL_T * math.sqrt(chance * (1.0 - chance) / n):
             return
@@ -1633,7 +1743,8 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         """
         out = self._raw_output(X)
         if getattr(self, "multi_class_", None) == "multinomial":
-            return self._multinomial_log_proba(out)
+            log_p = self._multinomial_log_proba(out)
+            return log_p if log_p.shape[1] > 2 else log_p[:, 1] - log_p[:, 0]
         return out[:, 0] if out.shape[1] == 1 else self._positive_log_odds(out)
 
     @lazy_on_dask("_label_shape")
@@ -1669,6 +1780,46 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`, from the log odds (finite for confident points)."""
         return self._log_proba(X)
+
+
+@dataclass(kw_only=True, eq=False)
+class SampleWeights:
+    """``sample_weight`` in ``fit`` and the ``class_weight`` parameter, for a kernel classifier that takes them.
+
+    Parameters
+    ----------
+    class_weight : None, "balanced" or dict, default None
+        Weights of the classes, multiplying ``sample_weight``: a dict
+        ``{label: weight}`` (weights > 0, unnamed classes 1), or "balanced",
+        ``ℓ / (C · ℓ_c)`` for a class of ℓ_c of the ℓ rows (scikit-learn's).
+
+    A weighted fit (any weight other than 1) minimises the weighted squared error
+    ``Σ_i w_i ||Y_i - Ŷ(x_i)||²`` of the class indicators: a row of weight w counts as w
+    copies of it, in the fit, in the leave-one-out estimates (the residual of leaving one
+    copy out) that choose the size, the regulariser and the class rule, in the class priors
+    and in the probabilities. Integer weights give the model of repeated rows and zero
+    weights that of removed rows. The weighted model is the multinomial form
+    (:mod:`kfdnumba._multinomial`), also for two classes.
+    """
+
+    class_weight: dict | str | None = None
+
+    _parameter_constraints: ClassVar[dict] = {"class_weight": [_ClassWeightConstraint()]}
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit on X (n_samples, n_features) and labels y, each row weighted by ``sample_weight`` (None: 1).
+
+        A fit that raises leaves the estimator unfitted (no fitted attribute).
+        """
+        return self._fit_and_warn(X, y, sample_weight)
+
+    def set_fit_request(self, *, sample_weight=None):
+        """Request (True), refuse (False), leave unset (None) or alias (a str) ``sample_weight`` for ``fit``.
+
+        scikit-learn's ``set_fit_request`` under metadata routing; returns self.
+        """
+        self._set_request("fit", sample_weight)
+        return self
 
 
 #: SparseGreedyKFD's kept candidates (ReformativeKFD has its own count, 4): new candidates per step (of κ = 59); the

@@ -300,11 +300,16 @@ def row_class_scatter(K, i, positive, m_neg, m_pos):
     return q_neg, q_pos
 
 
-def auto_sigma(X: np.ndarray) -> float:
+def auto_sigma(X: np.ndarray, weights=None) -> float:
     """σ with σ² = total variance of X (sum of feature variances); 1 if X is constant.
 
-    With this choice ``||u - v||² / (2σ²)`` is 1 on average over pairs of points.
+    With this choice ``||u - v||² / (2σ²)`` is 1 on average over pairs of points. ``weights``: the
+    rows' weights (the variance of the rows repeated that many times).
     """
+    if weights is not None:
+        mean = (weights @ X) / weights.sum()
+        total = float((weights @ np.square(X - mean)).sum() / weights.sum())
+        return float(np.sqrt(total)) if total > 0 else 1.0
     total = float(np.var(X, axis=0).sum()) if X.shape[0] > 1 else 0.0
     return float(np.sqrt(total)) if total > 0 else 1.0
 
@@ -579,10 +584,11 @@ def checked_kernel(name: str, sigma: float, auto: bool = False, degree: int = 3,
     return Kernel(name, sigma)
 
 
-def make_kernel(name, sigma, X: np.ndarray, degree: int = 3, coef0: float = 1.0) -> Kernel:
+def make_kernel(name, sigma, X: np.ndarray, degree: int = 3, coef0: float = 1.0, weights=None) -> Kernel:
     """Resolve the estimator's kernel parameters on training data X (:func:`checked_kernel`).
 
     ``name`` a callable: a user's kernel function; "precomputed": X is the training Gram matrix.
+    ``weights``: the rows' weights, for σ = "auto" (:func:`auto_sigma`).
     """
     if callable(name):
         return Kernel("callable", 1.0, function=name)
@@ -591,5 +597,5 @@ def make_kernel(name, sigma, X: np.ndarray, degree: int = 3, coef0: float = 1.0)
     auto = isinstance(sigma, str)
     largest = float(np.max(np.abs(X))) if X.size else 0.0
     check_scale(largest, X.shape[1])  # before σ = "auto", whose variance would overflow
-    value = 1.0 if name == "linear" else (auto_sigma(X) if auto else float(sigma))
+    value = 1.0 if name == "linear" else (auto_sigma(X, weights) if auto else float(sigma))
     return checked_kernel(name, value, auto, degree, coef0)

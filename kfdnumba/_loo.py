@@ -966,10 +966,13 @@ class RefitSums:
         )
 
 
-def refit_sums(kernel, X: np.ndarray, Y: np.ndarray, points: np.ndarray, basis: RefitBasis, block=None) -> RefitSums:
+def refit_sums(
+    kernel, X: np.ndarray, Y: np.ndarray, points: np.ndarray, basis: RefitBasis, block=None, weights=None
+) -> RefitSums:
     """First pass of :func:`refit_on_rows` over the rows of X (targets Y: models × rows), block by block.
 
     ``block``: the rows' features Φ (:class:`RefitBasis`), when the caller has them (one block; not changed).
+    ``weights``: the rows' weights (None: all 1); the sums are then weighted and ``n`` is their total.
     """
     r = basis.size
     gram, col_sum, cross = np.zeros((r, r)), np.zeros(r), np.zeros((Y.shape[0], r))
@@ -980,11 +983,14 @@ def refit_sums(kernel, X: np.ndarray, Y: np.ndarray, points: np.ndarray, basis: 
             D = basis.features(kernel, X[lo:hi], points, out=buffer[: hi - lo])
         else:
             D = block[lo:hi]
+        wD = D if weights is None else D * weights[lo:hi, None]
         with blas_section(float(hi - lo) * r * r, min_work=ALTERNATING_BLAS_MIN_WORK):  # see refit_on_rows
-            gram += D.T @ D
-        col_sum += D.sum(axis=0)
-        cross += Y[:, lo:hi] @ D
-    return RefitSums(gram, col_sum, cross, Y.sum(axis=1), X.shape[0])
+            gram += D.T @ wD
+        col_sum += wD.sum(axis=0)
+        cross += Y[:, lo:hi] @ wD
+    if weights is None:
+        return RefitSums(gram, col_sum, cross, Y.sum(axis=1), X.shape[0])
+    return RefitSums(gram, col_sum, cross, Y @ weights, float(weights.sum()))
 
 
 @dataclass
@@ -1091,6 +1097,13 @@ def refit_lambdas(n: int, regulariser) -> np.ndarray:
     return float(n) * np.logspace(-8.0, 0.0, 17) if regulariser == "auto" else np.array([float(regulariser)])
 
 
+def _press_sum(resid: np.ndarray, weights) -> np.ndarray:
+    """Σ_i w_i r_i² per target and λ of leave-one-out residuals (rows × targets × λ)."""
+    if weights is None:
+        return np.einsum("itg,itg->tg", resid, resid)
+    return np.einsum("itg,itg,i->tg", resid, resid, weights)
+
+
 def _chosen_lambdas(press: np.ndarray, shared: bool) -> np.ndarray:
     """Index of each target's λ (``press``: targets × λ); ``shared``: the best of their summed PRESS for all."""
     if not shared:
@@ -1114,7 +1127,14 @@ def _times_in_place(D: np.ndarray, V: np.ndarray) -> np.ndarray:
 
 
 def refit_on_rows(
-    kernel, X: np.ndarray, Y: np.ndarray, support: np.ndarray, penalty: str, lambdas, shared: bool = False
+    kernel,
+    X: np.ndarray,
+    Y: np.ndarray,
+    support: np.ndarray,
+    penalty: str,
+    lambdas,
+    shared: bool = False,
+    weights=None,
 ) -> list[RowRefit]:
     """Ridge fits of ±1 targets on the kernel columns of ``X[support]`` over every row of X, λ by exact LOO.
 
@@ -1122,7 +1142,10 @@ def refit_on_rows(
     :class:`RowRefit` per target. The problem of :class:`LooPath` for ONE set
     of columns, ``min ||y - Kα - b||² + λ αᵀPα`` (P = I or ``K_II``, the
     intercept b unpenalised), solved for every λ of the grid and every target
-    at once, with its closed-form leave-one-out residuals, in passes over row
+    at once (``shared``: one λ for every target, the lowest PRESS summed over them, as the multinomial model
+    takes it; ``weights``: the rows' weights, a row of weight w counting as w copies of it and its
+    leave-one-out residual that of one copy, :func:`kfdnumba._multinomial.ridge_loo`), with its
+    closed-form leave-one-out residuals, in passes over row
     blocks of X (memory O(block · m) for the kernel values, plus the hat
     diagonals of every λ and the fits, O(ℓ (g + c g)) while they take at most
     ``REFIT_STORE_BYTES``, else O(ℓ c) and a third pass):
@@ -1167,7 +1190,9 @@ def refit_on_rows(
     values = None
     if len(row_blocks(n, m, REFIT_BLOCK_BYTES)) == 1:  # one block: its features once, centred in place
         values = basis.features(kernel, X, points)
-    sol = solve_refit(refit_sums(kernel, X, Y2, points, basis, values), basis, lambdas)
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    sol = solve_refit(refit_sums(kernel, X, Y2, points, basis, values, w), basis, lambdas)
+    total = float(n if w is None else w.sum())
     g, r = sol.lambdas.shape[0], basis.size
     press = np.zeros((c, g))
     if values is not None:  # one block: Φ_c W over the features, then every λ's fits and hats by row chunks
@@ -1177,8 +1202,8 @@ def refit_on_rows(
             U -= sol.offset
             for lo, hi in chunks:  # memory O(chunk · c · g), not O(ℓ c g)
                 resid = sol.loo_residuals(Y2[:, lo:hi], sol.hats_of(U[lo:hi]), sol.fits_of(U[lo:hi]))
-                press += np.einsum("itg,itg->tg", resid, resid)
-            press /= n
+                press += _press_sum(resid, None if w is None else w[lo:hi])
+            press /= total
             best = _chosen_lambdas(press, shared)
             columns = np.arange(c) * g + best  # the chosen (target, λ) columns of the fits
             out, hats = np.empty((n, c)), np.empty((n, c))
@@ -1193,11 +1218,11 @@ def refit_on_rows(
         for lo, hi in blocks:
             hat, fits = sol.block_fits(kernel, X[lo:hi], points, out=buffer[: hi - lo])
             resid = sol.loo_residuals(Y2[:, lo:hi], hat, fits)
-            press += np.einsum("itg,itg->tg", resid, resid)
+            press += _press_sum(resid, None if w is None else w[lo:hi])
             del resid
             if store:
                 H[lo:hi], F[lo:hi] = hat, fits
-        press /= n
+        press /= total
         best = _chosen_lambdas(press, shared)
         if store:
             out = F[:, np.arange(c), best]  # ℓ × c

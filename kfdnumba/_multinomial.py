@@ -228,18 +228,28 @@ class RidgeFit:
     intercept: np.ndarray  # C
     lam: float
     loo_output: np.ndarray  # ℓ × C leave-one-out fitted values
-    press: float  # mean squared leave-one-out residual, summed over the classes
-    errors: int  # rows whose leave-one-out argmax is not their class
+    press: float  # mean squared leave-one-out residual, summed over the classes (weighted by the rows' weights)
+    errors: float  # rows (their total weight) whose leave-one-out argmax is not their class
+    total: float = 0.0  # the rows' total weight (their number when unweighted)
 
 
-def ridge_loo(KS: np.ndarray, KSS: np.ndarray, Y: np.ndarray, encoded: np.ndarray, lambdas, penalty: str) -> RidgeFit:
-    """``min ||Y - 1bᵀ - KS A||² + λ tr(Aᵀ P A)`` for every λ, one λ for all classes by summed PRESS.
+def ridge_loo(
+    KS: np.ndarray, KSS: np.ndarray, Y: np.ndarray, encoded: np.ndarray, lambdas, penalty: str, weights=None
+) -> RidgeFit:
+    """``min Σ_i w_i ||Y_i - b - (KS A)_i||² + λ tr(Aᵀ P A)`` for every λ, one λ for all classes by summed PRESS.
 
     ``penalty`` "l2" (P = I) or "kernel" (P = KSS: the features whitened by KSS as
     :func:`kfdnumba._loo.refit_basis` does, its eigen-directions above ``PENALTY_RTOL``), then
     :func:`kfdnumba._loo.solve_refit` gives every λ's solution and hat diagonal. O(ℓ m² + m³).
+
+    ``weights`` (None: all 1): a row of weight w counts as w copies of it, and its leave-one-out residual
+    is that of leaving ONE copy out, ``e_i / (1 - l_i)`` with ``l_i = 1/Σw + u_iᵀ(G + λI)⁻¹u_i`` (the
+    centred features u and their weighted Gram matrix G), so integer weights give exactly the fit, the
+    PRESS and the error count of repeated rows.
     """
     n, c = Y.shape
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    total = float(w.sum())
     shift = KSS.mean(axis=0)
     whiten = None
     if penalty == "kernel":
@@ -256,18 +266,19 @@ def ridge_loo(KS: np.ndarray, KSS: np.ndarray, Y: np.ndarray, encoded: np.ndarra
     r = basis.size
     with blas_section(2.0 * n * KS.shape[1] * (r + c), min_work=ALTERNATING_BLAS_MIN_WORK):
         Phi = KS - shift if whiten is None else (KS - shift) @ whiten
-        sums = RefitSums(Phi.T @ Phi, Phi.sum(axis=0), Y.T @ Phi, Y.sum(axis=0), n)
+        wPhi = Phi if weights is None else Phi * w[:, None]
+        sums = RefitSums(Phi.T @ wPhi, wPhi.sum(axis=0), Y.T @ wPhi, w @ Y, total)
         sol = solve_refit(sums, basis, lambdas)
         U = Phi @ sol.W
     U -= sol.offset
     hats, fits = sol.hats_of(U), sol.fits_of(U)  # ℓ × g, ℓ × C × g
     resid = sol.loo_residuals(Y.T, hats, fits)
-    press = np.einsum("itg,itg->g", resid, resid) / n
+    press = np.einsum("itg,itg,i->g", resid, resid, w) / total
     a = int(best_lambda(press[None, :])[0])
     coef, intercept = sol.coefficients(np.full(c, a))
     loo = Y - resid[:, :, a]
-    errors = int(np.count_nonzero(np.argmax(loo, axis=1) != encoded))
-    return RidgeFit(coef, intercept, float(sol.lambdas[a]), loo, float(press[a]), errors)
+    errors = float(w[np.argmax(loo, axis=1) != encoded].sum())
+    return RidgeFit(coef, intercept, float(sol.lambdas[a]), loo, float(press[a]), errors, total)
 
 
 # ------------------------------------------------------------------------ the path
@@ -291,7 +302,7 @@ class JointPath:
     def chosen(self) -> int:
         """Index of the chosen checkpoint: the smallest within one standard error of the fewest errors."""
         errors = self.errors
-        n = self.fits[0].loo_output.shape[0]
+        n = self.fits[0].total or self.fits[0].loo_output.shape[0]
         low = float(errors.min())
         se = math.sqrt(low * max(1.0 - low / n, 0.0))
         return int(np.argmax(errors <= low + se))
@@ -304,19 +315,23 @@ def _next_checkpoint(m: int) -> int:
 class _Pursuit:
     """The state of :func:`joint_path`: Q, P = QᵀK, the residual E, KE and the candidates' residual norms."""
 
-    def __init__(self, K: np.ndarray, Y: np.ndarray, most: int):
+    def __init__(self, K: np.ndarray, Y: np.ndarray, most: int, weights=None, exclude=None):
         n = K.shape[0]
         self.K, self.Y, self.n = K, Y, n
-        self.norms = np.einsum("ij,ij->j", K, K)  # ||k_j||²
-        self.Q = np.empty((most + 1, n))  # rows: the orthonormal columns, the constant one first
+        # weights: the least-squares rows scaled by √w (the design D K, D = diag(√w); K symmetric)
+        self.root = None if weights is None else np.sqrt(np.asarray(weights, dtype=np.float64))
+        root = np.ones(n) if self.root is None else self.root
+        self.norms = np.einsum("ij,ij,i->j", K, K, root * root)  # ||D k_j||²
+        self.Q = np.empty((most + 1, n))  # rows: the orthonormal columns, the constant one (√w) first
         self.P = np.empty((most + 1, n))
-        self.Q[0] = 1.0 / math.sqrt(n)
-        self.P[0] = K.sum(axis=0) / math.sqrt(n)
+        self.Q[0] = root / np.linalg.norm(root)
+        self.P[0] = (self.Q[0] * root) @ K
         self.projected = self.P[0] ** 2  # ||P_j||²
-        self.E = Y - Y.mean(axis=0)
+        DY = Y * root[:, None]
+        self.E = DY - np.outer(self.Q[0], self.Q[0] @ DY)
         with blas_section(2.0 * n * n * Y.shape[1], min_work=ALTERNATING_BLAS_MIN_WORK):
-            self.KE = K @ self.E
-        self.taken = np.zeros(n, dtype=np.bool_)
+            self.KE = K @ (self.E * root[:, None])  # (D K)ᵀ E
+        self.taken = np.zeros(n, dtype=np.bool_) if exclude is None else np.array(exclude, dtype=np.bool_)
         self.scores = np.empty(n)
         self.selected: list[int] = []
 
@@ -336,7 +351,10 @@ class _Pursuit:
         m1 = self.m + 1
         Q = self.Q[:m1]
         with blas_section(4.0 * self.n * m1 * short.shape[0], min_work=ALTERNATING_BLAS_MIN_WORK):
-            R = self.K[short] - self.P[:m1, short].T @ Q  # rows: the candidates' residual columns (K symmetric)
+            R = self.K[short]  # rows: the candidates' columns D k_j (K symmetric), less their projections
+            if self.root is not None:
+                R = R * self.root
+            R = R - self.P[:m1, short].T @ Q
             if REORTHOGONALISE:
                 R -= (R @ Q.T) @ Q  # classical Gram-Schmidt, twice
             RE = R @ self.E
@@ -351,7 +369,8 @@ class _Pursuit:
         if k:
             new = self.Q[m + 1 : m + 1 + k] @ E_before  # qᵀE of each pick (E ⟂ the earlier picks): k × C
             with blas_section(2.0 * self.n * self.n * k, min_work=ALTERNATING_BLAS_MIN_WORK):
-                KQ = self.K @ self.Q[m + 1 : m + 1 + k].T  # ℓ × k (K symmetric: the rows of P)
+                new_q = self.Q[m + 1 : m + 1 + k].T
+                KQ = self.K @ (new_q if self.root is None else new_q * self.root[:, None])  # (D K)ᵀ q: rows of P
             self.P[m + 1 : m + 1 + k] = KQ.T
             self.projected += np.einsum("ij,ij->i", KQ, KQ)
             self.KE -= KQ @ new
@@ -359,12 +378,23 @@ class _Pursuit:
 
 
 def joint_path(
-    K: np.ndarray, Y: np.ndarray, encoded: np.ndarray, most: int, lambdas, penalty: str = "kernel", log=None
+    K: np.ndarray,
+    Y: np.ndarray,
+    encoded: np.ndarray,
+    most: int,
+    lambdas,
+    penalty: str = "kernel",
+    log=None,
+    weights=None,
+    exclude=None,
 ) -> JointPath:
-    """Choose points jointly for every class on the Gram matrix K (module docstring) and price the prefixes."""
+    """Choose points jointly for every class on the Gram matrix K (module docstring) and price the prefixes.
+
+    ``weights``: the rows' weights (None: all 1); ``exclude``: rows that are not candidates (repeats).
+    """
     n = K.shape[0]
-    most = max(1, min(most, n - 1))
-    state = _Pursuit(K, Y, most)
+    most = max(1, min(most, n - 1 if exclude is None else n - int(np.count_nonzero(exclude)) - 1))
+    state = _Pursuit(K, Y, most, weights, exclude)
     path = JointPath(np.empty(0, dtype=np.intp))
     checkpoint = min(FIRST_CHECKPOINT, most)
     best_at, since = 0, 0
@@ -380,7 +410,7 @@ def joint_path(
         if state.m < checkpoint and state.m < most:
             continue
         S = np.array(state.selected, dtype=np.intp)
-        fit = ridge_loo(K[:, S], K[np.ix_(S, S)], Y, encoded, lambdas[::CHECKPOINT_LAMBDA_STEP], penalty)
+        fit = ridge_loo(K[:, S], K[np.ix_(S, S)], Y, encoded, lambdas[::CHECKPOINT_LAMBDA_STEP], penalty, weights)
         path.sizes.append(state.m)
         path.fits.append(fit)
         if log is not None:
@@ -400,7 +430,9 @@ def joint_path(
             raise ValueError("no training point has a kernel column independent of the constant (all identical?)")
         S = np.array(state.selected, dtype=np.intp)
         path.sizes.append(state.m)
-        path.fits.append(ridge_loo(K[:, S], K[np.ix_(S, S)], Y, encoded, lambdas[::CHECKPOINT_LAMBDA_STEP], penalty))
+        path.fits.append(
+            ridge_loo(K[:, S], K[np.ix_(S, S)], Y, encoded, lambdas[::CHECKPOINT_LAMBDA_STEP], penalty, weights)
+        )
     path.selected = np.array(state.selected, dtype=np.intp)
     return path
 
@@ -429,26 +461,34 @@ def fit_multinomial(
     rows=None,
     budget_gb: float = 4.0,
     log=None,
+    weights=None,
 ) -> MultinomialModel:
     """Choose the points jointly on the selection rows (``rows``: None for every row), fit the model on every row.
 
-    ``regulariser``: "auto" (the grid of :func:`kfdnumba._loo.refit_lambdas`, by leave-one-out) or one λ.
+    ``regulariser``: "auto" (the grid of :func:`kfdnumba._loo.refit_lambdas` for the rows' total weight, by
+    leave-one-out) or one λ. ``weights``: the rows' weights (None: all 1; :func:`ridge_loo`). A row that
+    repeats an earlier one is no candidate (it would add nothing), so a repeated row and a weighted one
+    give the same choices.
     """
     sel = np.arange(X.shape[0]) if rows is None else np.asarray(rows, dtype=np.intp)
     n = sel.shape[0]
-    lambdas = refit_lambdas(n, regulariser)
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    w_sel = None if w is None else w[sel]
+    lambdas = refit_lambdas(n if w_sel is None else float(w_sel.sum()), regulariser)
     budget = MemoryBudget(budget_gb, "the multinomial selection", "set selection_rows lower")
     budget.charge(8.0 * n * n, f"the {n} × {n} Gram matrix of the selection rows")
     budget.charge(16.0 * (min(most, n) + 1) * n, "the orthonormalised columns and their products with K")
     Y = indicators(encoded[sel], n_classes)
+    exclude = np.ones(n, dtype=np.bool_)
+    exclude[np.unique(X[sel], axis=0, return_index=True)[1]] = False
     K = kernel.block(X[sel], X[sel])
-    path = joint_path(K, Y, encoded[sel], most, lambdas, penalty, log=log)
+    path = joint_path(K, Y, encoded[sel], most, lambdas, penalty, log=log, weights=w_sel, exclude=exclude)
     k = path.chosen()
     size = path.sizes[k]
     chosen = sel[path.selected[:size]]
     if rows is None and lambdas.shape[0] > 1:  # the chosen size on the whole λ grid
         S = path.selected[:size]
-        path.fits[k] = ridge_loo(K[:, S], K[np.ix_(S, S)], Y, encoded[sel], lambdas, penalty)
+        path.fits[k] = ridge_loo(K[:, S], K[np.ix_(S, S)], Y, encoded[sel], lambdas, penalty, w_sel)
     del K
     info = {
         "path_sizes": np.array(path.sizes),
@@ -461,7 +501,8 @@ def fit_multinomial(
         info["lambda"] = fit.lam
         return MultinomialModel(chosen, fit.coef, fit.intercept, fit.loo_output, None, info)
     Y_all = indicators(encoded, n_classes)
-    refits = refit_on_rows(kernel, X, Y_all.T, chosen, penalty, refit_lambdas(X.shape[0], regulariser), shared=True)
+    all_lambdas = refit_lambdas(X.shape[0] if w is None else float(w.sum()), regulariser)
+    refits = refit_on_rows(kernel, X, Y_all.T, chosen, penalty, all_lambdas, shared=True, weights=w)
     coef = np.column_stack([r.coef for r in refits])
     intercept = np.array([r.intercept for r in refits])
     loo = np.column_stack([r.loo_output for r in refits])

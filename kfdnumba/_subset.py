@@ -155,6 +155,36 @@ class SparseKernelClassifier(KernelClassifier):
             log,
         )
 
+    def _fit_weighted(self, X, encoded, weights, rng):
+        """Fit the weighted model: the joint selection of :mod:`kfdnumba._multinomial` on weighted rows (any C)."""
+        spec = self._refit_spec()
+        if spec is None:
+            raise ValueError(
+                f"{type(self).__name__}: sample_weight and class_weight need the leave-one-out model (the default "
+                "size, regulariser or cut); the paper's model with fixed options is unweighted."
+            )
+        size = self._selection_size(X.shape[0])
+        rows = None
+        if size is not None:
+            groups = [np.flatnonzero(encoded == k) for k in range(self.classes_.shape[0])]
+            rows = stratified_subset(groups, size, rng, self._min_samples_per_class)
+        n_sel = X.shape[0] if rows is None else rows.shape[0]
+        cap = min(self._support_cap(n_sel) * max(self.classes_.shape[0] - 1, 1), n_sel)
+        log = self._log if self.verbose else None
+        return fit_multinomial(
+            self.kernel_,
+            X,
+            encoded,
+            self.classes_.shape[0],
+            cap,
+            spec[0],
+            spec[1],
+            rows,
+            self.max_memory_gb,
+            log,
+            weights=weights,
+        )
+
     def _fit_expansions(self, X, encoded, targets, rng) -> list[KernelExpansion]:
         spec = self._refit_spec()
         size = self._selection_size(X.shape[0])

@@ -1209,10 +1209,7 @@ class DDA(BaseEstimator):
                     np.ascontiguousarray(Z @ T_val),
                 )
                 val_errors.append(int(np.sum(encoded[nn] != validation[1])))
-                if (
-                    CV_PATIENCE is not None
-                    and len(val_errors) - 1 - int(np.argmin(val_errors)) >= CV_PATIENCE
-                ):
+                if CV_PATIENCE is not None and len(val_errors) - 1 - int(np.argmin(val_errors)) >= CV_PATIENCE:
                     stop_reason = "cv_patience"  # an inner-CV run whose validation error stopped improving
                     break
             if it > 0:

@@ -42,6 +42,7 @@ from ._base import (
     KernelClassifier,
     KernelExpansion,
     Options,
+    SampleWeights,
     check_memory,
     choose_threshold,
     register,
@@ -51,7 +52,7 @@ from ._jit import jit
 from ._kernels import row_class_means
 from ._linalg import row_gram_lower
 from ._loo import best_lambda, default_lambdas
-from ._multinomial import MultinomialModel, indicators
+from ._multinomial import MultinomialModel, indicators, ridge_loo
 from ._threads import ALTERNATING_BLAS_MIN_WORK, blas_section
 
 __all__ = ["KFD"]
@@ -204,7 +205,7 @@ def sampled_ridge_loo(K, means, positive, factor, alpha, output, rows):
 
 @register("KFD")
 @dataclass(kw_only=True, eq=False)
-class KFD(KernelClassifier):
+class KFD(SampleWeights, KernelClassifier):
     """Full regularised kernel Fisher discriminant (the O(ℓ³) baseline).
 
     Parameters
@@ -240,6 +241,9 @@ class KFD(KernelClassifier):
         discriminant coordinates (optimal scoring, Hastie, Tibshirani & Buja
         1994; :mod:`kfdnumba._multinomial`); "ovr": one KFD per class
         against the rest.
+    class_weight : None, "balanced" or dict, default None
+        Class weights, multiplying ``fit``'s ``sample_weight``; a weighted fit
+        counts a row of weight w as w copies of it (:class:`kfdnumba._base.SampleWeights`).
     kernel, sigma, n_jobs, verbose, random_state
         See :class:`kfdnumba._base.KernelClassifier`.
 
@@ -294,6 +298,25 @@ class KFD(KernelClassifier):
             coef, intercept, loo, rows = _ridge_on_every_column(K, Y, mu, spread_rows(encoded > 0, LOO_SAMPLE_POINTS))
         self._log(f"multinomial ridge on {n} kernel columns: mu = {mu:.3g}")
         return MultinomialModel(np.arange(n), coef, intercept, loo, rows, {"loo_lambda": mu})
+
+    def _fit_weighted(self, X, encoded, weights, rng):
+        """Fit the multinomial form on weighted rows: ``min Σ_i w_i ||Y_i - b - (Kα)_i||² + μ Σ_j α_j² / w_j``.
+
+        Every training point is a column, and a row repeated c times is also a column repeated c times,
+        whose coefficients the ridge penalty splits evenly (penalty ``μ a²/c`` for their sum a): the
+        penalty ``α_j²/w_j`` makes integer weights give exactly the model of repeated rows (in
+        ``β_j = α_j/√w_j`` it is ``μ||β||²`` on the features ``K diag(√w)``). One μ for all classes by
+        weighted leave-one-out PRESS (:func:`kfdnumba._multinomial.ridge_loo`). O(ℓ³).
+        """
+        n, n_classes = X.shape[0], self.classes_.shape[0]
+        check_memory(56.0 * n * n, self.max_memory_gb, f"KFD with {n} weighted training points")
+        K = self.kernel_.block(X, X)
+        root = np.sqrt(weights)
+        lambdas = default_lambdas(float(weights.sum())) if self.mu == "auto" else np.array([float(self.mu)])
+        fit = ridge_loo(K * root, K, indicators(encoded, n_classes), encoded, lambdas, "l2", weights)
+        self._log(f"weighted ridge on {n} kernel columns: mu = {fit.lam:.3g}")
+        coef = fit.coef * root[:, None]
+        return MultinomialModel(np.arange(n), coef, fit.intercept, fit.loo_output, None, {"loo_lambda": fit.lam})
 
     def _subset_mu(self, K, Y, encoded, rng):
         """μ of the lowest PRESS summed over the classes on a stratified subset of ``AUTO_MU_POINTS``, scaled by ℓ."""

@@ -117,6 +117,7 @@ from ._base import (
     Interval,
     KernelExpansion,
     Options,
+    SampleWeights,
     check_memory,
     choose_threshold,
     register,
@@ -878,7 +879,7 @@ def fisher_on_nystroem(L: np.ndarray, C: np.ndarray, y: np.ndarray, mu: float):
 # ---------------------------------------------------------------------- estimator
 @register("MatchingPursuitKFD")
 @dataclass(kw_only=True, eq=False)
-class MatchingPursuitKFD(SparseKernelClassifier):
+class MatchingPursuitKFD(SampleWeights, SparseKernelClassifier):
     """Matching-pursuit KFD (MPKFDA): greedy bases, deflation, FDA on Nyström features.
 
     Parameters
@@ -950,6 +951,9 @@ class MatchingPursuitKFD(SparseKernelClassifier):
         fitted on every row: :class:`kfdnumba._subset.SparseKernelClassifier`.
         None: every row (the paper's algorithm, with the implicit deflated
         kernel above 1200 points). Not used on dask arrays.
+    class_weight : None, "balanced" or dict, default None
+        Class weights, multiplying ``fit``'s ``sample_weight``; a weighted fit
+        counts a row of weight w as w copies of it (:class:`kfdnumba._base.SampleWeights`).
     kernel, sigma, n_jobs, verbose, random_state
         See :class:`kfdnumba._base.KernelClassifier`. random_state drives the
         ``random`` criterion, the candidate subsets and the landmarks.

@@ -121,6 +121,7 @@ from ._base import (
     KernelExpansion,
     MemoryBudget,
     Options,
+    SampleWeights,
     auto_fresh_candidates,
     charge,
     check_memory,
@@ -765,7 +766,7 @@ def _sampled_steps(states, X, rows_X, block, n_candidates: int, fresh, rng, task
 # ------------------------------------------------------------------------ estimator
 @register("ReformativeKFD")
 @dataclass(kw_only=True, eq=False)
-class ReformativeKFD(SparseKernelClassifier):
+class ReformativeKFD(SampleWeights, SparseKernelClassifier):
     """Reformative KFD: a few greedily chosen "significant nodes" (Xu, Yang & Yang 2004).
 
     Parameters
@@ -824,6 +825,9 @@ class ReformativeKFD(SparseKernelClassifier):
         the leave-one-out ridge model on them (μ, cut, probabilities) is then
         fitted on every row: :class:`kfdnumba._subset.SparseKernelClassifier`.
         None: every row (the paper).
+    class_weight : None, "balanced" or dict, default None
+        Class weights, multiplying ``fit``'s ``sample_weight``; a weighted fit
+        counts a row of weight w as w copies of it (:class:`kfdnumba._base.SampleWeights`).
     kernel, sigma, n_jobs, verbose, random_state
         See :class:`kfdnumba._base.KernelClassifier` (``sigma="auto"`` is the
         paper's σ² = variance of the training set; ``random_state`` draws the

@@ -106,6 +106,7 @@ from ._base import (
     KernelExpansion,
     MemoryBudget,
     Options,
+    SampleWeights,
     auto_fresh_candidates,
     charge,
     draw_candidates,
@@ -843,7 +844,7 @@ class _GreedyRun:
 # --------------------------------------------------------------------- estimator
 @register("SparseGreedyKFD")
 @dataclass(kw_only=True, eq=False)
-class SparseGreedyKFD(SparseKernelClassifier):
+class SparseGreedyKFD(SampleWeights, SparseKernelClassifier):
     """Sparse greedy kernel Fisher discriminant (Mika, Smola & Schölkopf 2001).
 
     Parameters
@@ -906,6 +907,9 @@ class SparseGreedyKFD(SparseKernelClassifier):
         the leave-one-out ridge model on them (C, cut, probabilities) is then
         fitted on every row: :class:`kfdnumba._subset.SparseKernelClassifier`.
         None: every row (the paper). Not used on dask arrays.
+    class_weight : None, "balanced" or dict, default None
+        Class weights, multiplying ``fit``'s ``sample_weight``; a weighted fit
+        counts a row of weight w as w copies of it (:class:`kfdnumba._base.SampleWeights`).
     kernel, sigma, n_jobs, verbose, random_state
         See :class:`kfdnumba._base.KernelClassifier`.
 

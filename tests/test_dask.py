@@ -780,3 +780,13 @@ def test_a_dask_fit_of_several_classes_is_one_vs_rest_and_says_so(client):
     assert model.multi_class_ == "ovr"
     with pytest.raises(ValueError, match="transform of a one-vs-rest model fitted on dask"):
         model.transform(X)
+
+
+def test_weights_on_dask_arrays_are_refused(client):
+    rng = np.random.default_rng(21)
+    X, y = rng.normal(size=(100, 2)), np.arange(100) % 2
+    Xd, yd = da.from_array(X, chunks=50), da.from_array(y, chunks=50)
+    with pytest.raises(ValueError, match="sample_weight and class_weight are for in-memory fits"):
+        SparseGreedyKFD().fit(Xd, yd, sample_weight=np.ones(100))
+    with pytest.raises(ValueError, match="in-memory fits"):
+        SparseGreedyKFD(class_weight="balanced").fit(Xd, yd)

@@ -119,6 +119,8 @@ def test_metadata_routing_pipelines_score_and_route_sample_weight(name, cls):
         scores = cross_val_score(make_pipeline(StandardScaler(), cls(random_state=0)), X, y, cv=3)
         assert np.all(np.isfinite(scores)) and scores.mean() > 0.8
         model = cls(random_state=0).set_score_request(sample_weight=True)
+        if hasattr(model, "set_fit_request"):  # fit takes sample_weight too: here it is for the score only
+            model.set_fit_request(sample_weight=False)
         assert clone(model).get_metadata_routing().score.requests == {"sample_weight": True}
         weighted = cross_val_score(model, X, y, cv=3, params={"sample_weight": weights})
     from sklearn.model_selection import StratifiedKFold
@@ -153,3 +155,21 @@ def test_dda_output_names_and_containers(name):
     assert isinstance(fresh.transform(X), np.ndarray)
     with pytest.raises(ValueError, match="'default', 'pandas' or 'polars'"):
         model.set_output(transform="xarray")
+
+
+@pytest.mark.parametrize("name", ["KFD", "SparseGreedyKFD", "ReformativeKFD", "MatchingPursuitKFD"])
+def test_metadata_routing_routes_sample_weight_to_fit(name):
+    import kfdnumba
+
+    cls = getattr(kfdnumba, name)
+    X, y = two_blobs(60, seed=12, shift=1.0)
+    weights = np.linspace(0.1, 2.0, y.shape[0])
+    model = cls(random_state=0).set_fit_request(sample_weight=True).set_score_request(sample_weight=False)
+    assert clone(model).get_metadata_routing().fit.requests == {"sample_weight": True}
+    with sklearn.config_context(enable_metadata_routing=True):
+        routed = cross_val_score(model, X, y, cv=3, params={"sample_weight": weights})
+    from sklearn.model_selection import StratifiedKFold
+
+    for score, (train, test) in zip(routed, StratifiedKFold(3).split(X, y)):
+        fitted = cls(random_state=0).fit(X[train], y[train], sample_weight=weights[train])
+        assert score == pytest.approx(fitted.score(X[test], y[test]))
