@@ -127,7 +127,8 @@ def main(argv=None) -> None:
         ("class_weight='balanced' beside SVC", rows),
         ("As printed", code_block("\n".join(lines))),
     ]
-    print(f"{note}\nresults written to {write_results('weights', sections)}")
+    print(note)
+    write_results("weights", sections)
 
 
 if __name__ == "__main__":
