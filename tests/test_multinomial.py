@@ -297,3 +297,23 @@ def test_a_multinomial_model_without_skill_is_warned_about(cls):
         cls(random_state=0).fit(X, y)
     Xs, ys = blobs(150, 3, 18)
     cls(random_state=0).fit(Xs, ys)  # filterwarnings=error: a model with skill does not warn
+
+
+@pytest.mark.parametrize("cls", [SparseGreedyKFD, "KFD"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_precomputed_and_callable_kernels_give_the_rbf_multinomial_model(cls, weighted):
+    from conftest import assert_close_scaled
+
+    from kfdnumba import KFD
+
+    cls = KFD if cls == "KFD" else cls
+    X, y = blobs(150, 3, 19)
+    Xt = np.random.default_rng(20).normal(size=(20, 2))
+    w = np.random.default_rng(21).uniform(0.5, 2.0, size=150) if weighted else None
+    own = cls(sigma=1.3, random_state=0).fit(X, y, sample_weight=w)
+    gram = cls(kernel="precomputed", random_state=0).fit(rbf(X, X, 1.3), y, sample_weight=w)
+    func = cls(kernel=lambda A, B: rbf(A, B, 1.3), random_state=0).fit(X, y, sample_weight=w)
+    np.testing.assert_array_equal(own.support_, gram.support_)
+    np.testing.assert_array_equal(own.support_, func.support_)
+    assert_close_scaled(own.decision_function(Xt), gram.decision_function(rbf(Xt, X, 1.3)))
+    assert_close_scaled(own.transform(Xt), func.transform(Xt))
