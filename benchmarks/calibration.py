@@ -3,11 +3,13 @@
     python benchmarks/calibration.py                   # 5 realisations / seeds per set (a few minutes)
     python benchmarks/calibration.py --realizations 10
 
-``predict_proba`` is ``σ(β · decision_function)`` per one-vs-rest model. β is the
-maximum-likelihood slope of the leave-one-out outputs, at most the Gaussian slope
+Two classes (and one-vs-rest models): ``predict_proba`` is ``σ(β · decision_function)`` per model.
+β is the maximum-likelihood slope of the leave-one-out outputs, at most the Gaussian slope
 ``(m₊ - m₋) / pooled variance`` of those outputs. Both are evaluated here on the same
 fitted models: the Gaussian slope recomputed from ``output_means_``, ``output_vars_``
-and the class counts. Reported per set and method, means over the realisations: test log-loss,
+and the class counts. Multinomial models (more than two classes, the default of every method
+but LqKFD): the LDA posterior with its fitted tempering factor κ against κ = 1 (the "Gaussian"
+columns; the ratio column is κ). Reported per set and method, means over the realisations: test log-loss,
 expected calibration error (10 equal-width confidence bins) and accuracy (for more
 than two classes the argmax depends on β). Peer: ``SVC(probability=True)`` (libsvm,
 Platt scaling by internal 5-fold CV; ``C`` = 1, the same γ).
@@ -64,6 +66,23 @@ def proba(model, X, slopes) -> np.ndarray:
     return P / P.sum(axis=1, keepdims=True)
 
 
+def plain_probabilities(model, X, y) -> tuple[np.ndarray, float]:
+    """The probabilities without the leave-one-out tempering, and the tempering's ratio to them.
+
+    One-vs-rest or two classes: the Gaussian slopes (:func:`gaussian_slopes`), ratio the mean of
+    ``proba_slope_ / gaussian``; multinomial: the LDA posterior at κ = 1, ratio κ.
+    """
+    if getattr(model, "multi_class_", None) == "multinomial":
+        from kfdnumba._base import Discriminant, _softmax_log
+
+        lda = Discriminant(model.discriminant_, model.discriminant_center_, model.class_centroids_, model.class_prior_)
+        return np.exp(_softmax_log(lda.scores(lda.coordinates(model._raw_output(X)), 1.0))), float(
+            model.proba_slope_[0]
+        )
+    gaussian = gaussian_slopes(model, y)
+    return proba(model, X, gaussian), float(np.mean(model.proba_slope_ / gaussian))
+
+
 def metrics(P, truth) -> tuple[float, float, float]:
     """(log-loss, expected calibration error over 10 confidence bins, accuracy)."""
     n = truth.shape[0]
@@ -112,9 +131,9 @@ def main():
                 warnings.simplefilter("ignore", NoSkillWarning)
                 model = cls(sigma=sigma, random_state=0).fit(X, y)
             truth = np.searchsorted(model.classes_, yt)
-            gaussian = gaussian_slopes(model, y)
-            row = metrics(proba(model, Xt, gaussian), truth) + metrics(model.predict_proba(Xt), truth)
-            rows.setdefault((name, cls.__name__), []).append(row + (float(np.mean(model.proba_slope_ / gaussian)),))
+            untempered, ratio = plain_probabilities(model, Xt, y)
+            row = metrics(untempered, truth) + metrics(model.predict_proba(Xt), truth)
+            rows.setdefault((name, cls.__name__), []).append(row + (ratio,))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # probability=True is deprecated from 1.9 on
             svc = SVC(C=1.0, gamma=0.5 / sigma**2, probability=True, random_state=0).fit(X, y)
