@@ -1446,16 +1446,11 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         chance = 1.0 - float(lda.priors.max())
         if wrong < chance - NO_SKILL_T * math.sqrt(chance * (1.0 - chance) / n):
             return
-        hint = (
-            f"The kernel width sigma={self.kernel_.sigma:.3g} may be far too small or too large for these data"
-            if getattr(self.kernel_, "name", None) in ("rbf", "laplacian")
-            else "The kernel may not suit these data"
-        )
         warnings.warn(
             f"{type(self).__name__}: the multinomial model's leave-one-out predictions are wrong on "
             f"{100 * wrong:.1f} % of the training rows, no better than always predicting the largest class "
-            f"({100 * chance:.1f} %): expect chance-level predictions. {hint}, or the features carry no signal "
-            "about the labels.",
+            f"({100 * chance:.1f} %): expect chance-level predictions. {self._kernel_hint()}, or the features carry "
+            "no signal about the labels.",
             NoSkillWarning,
             stacklevel=4,
         )
@@ -1606,17 +1601,18 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
                 stacklevel=3,
             )
             return
-        sigma = self.kernel_.sigma if getattr(self.kernel_, "name", None) == "rbf" else None  # linear: no width
-        hint = (
-            f"The kernel width sigma={sigma:.3g} may be far too small or too large for these data"
-            if sigma is not None
-            else "The kernel may not suit these data"
-        )
         warnings.warn(
-            f"{lead}: expect chance-level predictions. {hint}, or the features carry no signal about the labels.",
+            f"{lead}: expect chance-level predictions. {self._kernel_hint()}, or the features carry no signal about "
+            "the labels.",
             NoSkillWarning,
             stacklevel=3,
         )
+
+    def _kernel_hint(self) -> str:
+        """Name the no-skill warnings' suspect: the width σ of a kernel that has one (rbf, laplacian), else it."""
+        if getattr(self.kernel_, "name", None) in ("rbf", "laplacian"):
+            return f"The kernel width sigma={self.kernel_.sigma:.3g} may be far too small or too large for these data"
+        return "The kernel may not suit these data"
 
     def _set_regulariser(self) -> tuple[str, float] | None:
         """Return ``(name, value)`` of the regulariser when it is set to a number; None for "auto" or none."""

@@ -920,7 +920,10 @@ class RefitBasis:
 
     def features(self, kernel, X: np.ndarray, points: np.ndarray, out=None) -> np.ndarray:
         """Return Φ for the rows of X (written over ``out``'s kernel values when given and A is None)."""
-        D = kernel.block(X, points, out=out)
+        return self.of_columns(kernel.block(X, points, out=out))
+
+    def of_columns(self, D: np.ndarray) -> np.ndarray:
+        """Return Φ from the rows' kernel values against the points (D, shifted in place)."""
         D -= self.shift
         return D if self.whiten is None else D @ self.whiten
 
@@ -933,7 +936,11 @@ def refit_basis(kernel, points: np.ndarray, penalty: str) -> RefitBasis:
     Nyström features of the points, each bounded by 1 for a kernel with k(x, x) ≤ 1): a standard ridge problem
     whatever the conditioning of ``K_II`` (identical or nearly identical points included).
     """
-    K = kernel.block(points, points)
+    return gram_basis(kernel.block(points, points), penalty)
+
+
+def gram_basis(K: np.ndarray, penalty: str) -> RefitBasis:
+    """:func:`refit_basis` from the points' own Gram matrix K (not changed)."""
     shift = K.mean(axis=0)
     if penalty == "l2":
         return RefitBasis(shift, None)

@@ -93,7 +93,7 @@ import numpy as np
 
 from ._base import MemoryBudget, Progress
 from ._jit import jit
-from ._loo import PENALTY_RTOL, RefitBasis, RefitSums, best_lambda, refit_lambdas, refit_on_rows, solve_refit
+from ._loo import RefitSums, best_lambda, gram_basis, refit_lambdas, refit_on_rows, solve_refit
 from ._threads import ALTERNATING_BLAS_MIN_WORK, blas_section
 
 __all__ = ["JointPath", "joint_path", "ridge_loo", "MultinomialModel", "fit_multinomial", "indicators"]
@@ -250,22 +250,10 @@ def ridge_loo(
     n, c = Y.shape
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     total = float(w.sum())
-    shift = KSS.mean(axis=0)
-    whiten = None
-    if penalty == "kernel":
-        with blas_section(10.0 * KSS.shape[0] ** 3, min_work=ALTERNATING_BLAS_MIN_WORK):
-            s, V = np.linalg.eigh(KSS)
-        top = float(s[-1])
-        if not (np.isfinite(s).all() and top > 0.0):
-            raise ValueError(
-                "the kernel penalty of the selected points is zero or not finite (non-finite kernel values?)"
-            )
-        keep = s > PENALTY_RTOL * top
-        whiten = np.ascontiguousarray(V[:, keep] / np.sqrt(s[keep]))
-    basis = RefitBasis(shift, whiten)
+    basis = gram_basis(KSS, penalty)
     r = basis.size
     with blas_section(2.0 * n * KS.shape[1] * (r + c), min_work=ALTERNATING_BLAS_MIN_WORK):
-        Phi = KS - shift if whiten is None else (KS - shift) @ whiten
+        Phi = basis.of_columns(np.array(KS, dtype=np.float64))
         wPhi = Phi if weights is None else Phi * w[:, None]
         sums = RefitSums(Phi.T @ wPhi, wPhi.sum(axis=0), Y.T @ wPhi, w @ Y, total)
         sol = solve_refit(sums, basis, lambdas)

@@ -132,28 +132,7 @@ class SparseKernelClassifier(KernelClassifier):
     def _fit_multinomial(self, X, encoded, rng):
         """One set of points for every class (:mod:`kfdnumba._multinomial`), with the leave-one-out model only."""
         spec = self._refit_spec()
-        if spec is None:
-            return None
-        size = self._selection_size(X.shape[0])
-        rows = None
-        if size is not None:
-            groups = [np.flatnonzero(encoded == k) for k in range(self.classes_.shape[0])]
-            rows = stratified_subset(groups, size, rng, self._min_samples_per_class)
-            self._log(f"selection on {rows.shape[0]} of {X.shape[0]} rows; the model on them from every row")
-        n_sel = X.shape[0] if rows is None else rows.shape[0]
-        log = self._log if self.verbose else None
-        return fit_multinomial(
-            self.kernel_,
-            X,
-            encoded,
-            self.classes_.shape[0],
-            min(self._support_cap(n_sel) * (self.classes_.shape[0] - 1), n_sel),
-            spec[0],
-            spec[1],
-            rows,
-            self.max_memory_gb,
-            log,
-        )
+        return None if spec is None else self._joint_model(X, encoded, rng, spec, None)
 
     def _fit_weighted(self, X, encoded, weights, rng):
         """Fit the weighted model: the joint selection of :mod:`kfdnumba._multinomial` on weighted rows (any C)."""
@@ -163,26 +142,26 @@ class SparseKernelClassifier(KernelClassifier):
                 f"{type(self).__name__}: sample_weight and class_weight need the leave-one-out model (the default "
                 "size, regulariser or cut); the paper's model with fixed options is unweighted."
             )
+        return self._joint_model(X, encoded, rng, spec, weights)
+
+    def _joint_model(self, X, encoded, rng, spec, weights):
+        """Fit the joint selection on the selection rows (a stratified subset above ``selection_rows``), every row.
+
+        At most ``C - 1`` times the method's per-model cap (:meth:`_support_cap`); ``spec`` from :meth:`_refit_spec`.
+        """
+        n_classes = self.classes_.shape[0]
         size = self._selection_size(X.shape[0])
         rows = None
         if size is not None:
-            groups = [np.flatnonzero(encoded == k) for k in range(self.classes_.shape[0])]
+            groups = [np.flatnonzero(encoded == k) for k in range(n_classes)]
             rows = stratified_subset(groups, size, rng, self._min_samples_per_class)
+            self._log(f"selection on {rows.shape[0]} of {X.shape[0]} rows; the model on them from every row")
         n_sel = X.shape[0] if rows is None else rows.shape[0]
-        cap = min(self._support_cap(n_sel) * max(self.classes_.shape[0] - 1, 1), n_sel)
+        cap = min(self._support_cap(n_sel) * max(n_classes - 1, 1), n_sel)
         log = self._log if self.verbose else None
+        penalty, regulariser, _ = spec
         return fit_multinomial(
-            self.kernel_,
-            X,
-            encoded,
-            self.classes_.shape[0],
-            cap,
-            spec[0],
-            spec[1],
-            rows,
-            self.max_memory_gb,
-            log,
-            weights=weights,
+            self.kernel_, X, encoded, n_classes, cap, penalty, regulariser, rows, self.max_memory_gb, log, weights
         )
 
     def _fit_expansions(self, X, encoded, targets, rng) -> list[KernelExpansion]:
