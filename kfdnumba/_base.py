@@ -1359,11 +1359,12 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         if precomputed:  # the methods' rows are the training indices; the kernel looks them up in X
             X = np.arange(X.shape[0], dtype=np.float64)[:, None]
         rng = self._rng()
+        joint = self._joint_form(classes.shape[0], weights is not None)
         with thread_policy(self.n_jobs):
             model = None
             if weights is not None:
                 model = self._fit_weighted(X, encoded, weights, rng)
-            elif classes.shape[0] > 2 and getattr(self, "multi_class", "ovr") == "multinomial":
+            elif joint:
                 model = self._fit_multinomial(X, encoded, rng)
             if model is not None:
                 self._store_multinomial(X, encoded, model, weights)
@@ -1383,6 +1384,20 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
             self.support_ = kept[self.support_]
             self.support_vectors_ = self.support_[:, None].astype(np.float64)
         return self
+
+    def _joint_form(self, n_classes: int, weighted: bool) -> bool:
+        """Whether this fit is the multinomial form (``multi_class``; "ovr" refuses weights).
+
+        "multinomial": always; "auto": with more than two classes or with weights (the weighted model is the
+        multinomial form).
+        """
+        mode = getattr(self, "multi_class", "ovr")
+        if weighted and mode == "ovr":
+            raise ValueError(
+                f"{type(self).__name__}: sample_weight and class_weight fit the multinomial form "
+                "(multi_class='auto' or 'multinomial'); multi_class='ovr' fits unweighted models."
+            )
+        return mode == "multinomial" or (mode == "auto" and (n_classes > 2 or weighted))
 
     def _fit_weighted(self, X, encoded, weights, rng):
         """Return the weighted model (:class:`kfdnumba._multinomial.MultinomialModel`, any number of classes)."""
@@ -1795,7 +1810,10 @@ class SampleWeights:
     copy out) that choose the size, the regulariser and the class rule, in the class priors
     and in the probabilities. Integer weights give the model of repeated rows and zero
     weights that of removed rows. The weighted model is the multinomial form
-    (:mod:`kfdnumba._multinomial`), also for two classes.
+    (:mod:`kfdnumba._multinomial`), also for two classes: with ``multi_class="auto"``
+    (the default) two classes give the method's binary model unweighted and the
+    multinomial one weighted, so integer weights equal the repeated rows fitted with
+    ``multi_class="multinomial"``; ``multi_class="ovr"`` refuses weights.
     """
 
     class_weight: dict | str | None = None

@@ -96,7 +96,16 @@ from ._jit import jit
 from ._loo import RefitSums, best_lambda, gram_basis, refit_lambdas, refit_on_rows, solve_refit
 from ._threads import ALTERNATING_BLAS_MIN_WORK, blas_section
 
-__all__ = ["JointPath", "joint_path", "ridge_loo", "MultinomialModel", "fit_multinomial", "indicators"]
+__all__ = [
+    "JointPath",
+    "joint_path",
+    "ordered_path",
+    "ridge_loo",
+    "MultinomialModel",
+    "fit_multinomial",
+    "model_on_points",
+    "indicators",
+]
 
 #: A candidate whose residual column's squared norm is below this fraction of its own squared norm is dependent on
 #: the chosen columns (rounding of ``||k_j||² - ||P_j||²`` is ε relative): not scored.
@@ -300,6 +309,59 @@ def _next_checkpoint(m: int) -> int:
     return max(m + 1, int(round(m * CHECKPOINT_GROWTH)))
 
 
+class _Checkpoints:
+    """The checkpoints of a path: their sizes, their ridge fits and the stop rule (module docstring)."""
+
+    def __init__(self, path: JointPath, K_of, Y, encoded, lambdas, penalty, weights, log):
+        self.path, self.K_of, self.Y, self.encoded = path, K_of, Y, encoded
+        self.lambdas, self.penalty, self.weights, self.log = lambdas[::CHECKPOINT_LAMBDA_STEP], penalty, weights, log
+        self.best_at, self.since = 0, 0
+
+    def price(self, S: np.ndarray) -> None:
+        """Price the prefix S (its ridge fit at the checkpoint grid) and record it."""
+        KS, KSS = self.K_of(S)
+        fit = ridge_loo(KS, KSS, self.Y, self.encoded, self.lambdas, self.penalty, self.weights)
+        path = self.path
+        path.sizes.append(S.shape[0])
+        path.fits.append(fit)
+        if self.log is not None:
+            self.log(f"{S.shape[0]} points: leave-one-out errors {fit.errors}, PRESS {fit.press:.4g}, λ {fit.lam:.3g}")
+        if len(path.fits) == 1 or fit.errors < min(f.errors for f in path.fits[:-1]):
+            self.best_at, self.since = S.shape[0], 0
+        else:
+            self.since += 1
+
+    def stop(self, m: int) -> bool:
+        """Whether the path stops at size m: the fewest errors not lowered for a while (``STOP_*``)."""
+        return self.since >= STOP_CHECKPOINTS and m >= max(STOP_GROWTH * self.best_at, self.best_at + STOP_EXTRA)
+
+
+def _gram_of(K: np.ndarray):
+    """``S -> (K[:, S], K[S, S])`` on a Gram matrix in memory."""
+    return lambda S: (K[:, S], K[np.ix_(S, S)])
+
+
+def ordered_path(K_of, order: np.ndarray, Y, encoded, lambdas, penalty: str, log=None, weights=None) -> JointPath:
+    """Price the prefixes of a given order of points at the checkpoints (the points chosen by another rule).
+
+    ``K_of(S)`` returns ``(K[:, S], K[S, S])`` over the rows of Y; the checkpoints and the stop rule are
+    :func:`joint_path`'s.
+    """
+    path = JointPath(np.asarray(order, dtype=np.intp))
+    marks = _Checkpoints(path, K_of, Y, encoded, lambdas, penalty, weights, log)
+    m = min(FIRST_CHECKPOINT, path.selected.shape[0])
+    while True:
+        marks.price(path.selected[:m])
+        if m == path.selected.shape[0]:
+            path.stop = "every point of the order"
+            break
+        if marks.stop(m):
+            path.stop = "the leave-one-out errors stopped falling"
+            break
+        m = min(_next_checkpoint(m), path.selected.shape[0])
+    return path
+
+
 class _Pursuit:
     """The state of :func:`joint_path`: Q, P = QᵀK, the residual E, KE and the candidates' residual norms."""
 
@@ -384,8 +446,8 @@ def joint_path(
     most = max(1, min(most, n - 1 if exclude is None else n - int(np.count_nonzero(exclude)) - 1))
     state = _Pursuit(K, Y, most, weights, exclude)
     path = JointPath(np.empty(0, dtype=np.intp))
+    marks = _Checkpoints(path, _gram_of(K), Y, encoded, lambdas, penalty, weights, log)
     checkpoint = min(FIRST_CHECKPOINT, most)
-    best_at, since = 0, 0
     progress = Progress(log, most, "points") if log is not None else None
     while state.m < most:
         b = min(max(state.m // BATCH_DIVISOR, 1), MAX_BATCH, most - state.m)
@@ -397,17 +459,8 @@ def joint_path(
             progress.update(state.m)
         if state.m < checkpoint and state.m < most:
             continue
-        S = np.array(state.selected, dtype=np.intp)
-        fit = ridge_loo(K[:, S], K[np.ix_(S, S)], Y, encoded, lambdas[::CHECKPOINT_LAMBDA_STEP], penalty, weights)
-        path.sizes.append(state.m)
-        path.fits.append(fit)
-        if log is not None:
-            log(f"{state.m} points: leave-one-out errors {fit.errors}, PRESS {fit.press:.4g}, λ {fit.lam:.3g}")
-        if len(path.fits) == 1 or fit.errors < min(f.errors for f in path.fits[:-1]):
-            best_at, since = state.m, 0
-        else:
-            since += 1
-        if since >= STOP_CHECKPOINTS and state.m >= max(STOP_GROWTH * best_at, best_at + STOP_EXTRA):
+        marks.price(np.array(state.selected, dtype=np.intp))
+        if marks.stop(state.m):
             path.stop = "the leave-one-out errors stopped falling"
             break
         checkpoint = _next_checkpoint(state.m)
@@ -416,11 +469,7 @@ def joint_path(
     if not path.fits or path.sizes[-1] != state.m:
         if state.m == 0:
             raise ValueError("no training point has a kernel column independent of the constant (all identical?)")
-        S = np.array(state.selected, dtype=np.intp)
-        path.sizes.append(state.m)
-        path.fits.append(
-            ridge_loo(K[:, S], K[np.ix_(S, S)], Y, encoded, lambdas[::CHECKPOINT_LAMBDA_STEP], penalty, weights)
-        )
+        marks.price(np.array(state.selected, dtype=np.intp))
     path.selected = np.array(state.selected, dtype=np.intp)
     return path
 
@@ -473,26 +522,46 @@ def fit_multinomial(
     path = joint_path(K, Y, encoded[sel], most, lambdas, penalty, log=log, weights=w_sel, exclude=exclude)
     k = path.chosen()
     size = path.sizes[k]
-    chosen = sel[path.selected[:size]]
-    if rows is None and lambdas.shape[0] > 1:  # the chosen size on the whole λ grid
-        S = path.selected[:size]
-        path.fits[k] = ridge_loo(K[:, S], K[np.ix_(S, S)], Y, encoded[sel], lambdas, penalty, w_sel)
-    del K
     info = {
         "path_sizes": np.array(path.sizes),
         "path_loo_errors": path.errors,
         "path_press": path.press,
         "stop_reason": path.stop,
     }
+    fit = path.fits[k]
+    if rows is None and lambdas.shape[0] > 1:  # the chosen size on the whole λ grid
+        S = path.selected[:size]
+        fit = ridge_loo(K[:, S], K[np.ix_(S, S)], Y, encoded[sel], lambdas, penalty, w_sel)
+    del K
+    return model_on_points(
+        kernel, X, encoded, n_classes, sel[path.selected[:size]], penalty, regulariser, rows, weights, info, fit
+    )
+
+
+def model_on_points(
+    kernel, X, encoded, n_classes, points, penalty, regulariser, rows=None, weights=None, info=None, fit=None
+) -> MultinomialModel:
+    """Return the multinomial model on chosen points.
+
+    With the selection on every row (``rows`` None): ``fit``, their :func:`ridge_loo` on the whole λ grid
+    (computed when not given); else the refit on every row (:func:`kfdnumba._loo.refit_on_rows`, one λ
+    for all classes).
+    """
+    info = {} if info is None else dict(info)
     if rows is None:
-        fit = path.fits[k]
+        if fit is None:
+            w = None if weights is None else np.asarray(weights, dtype=np.float64)
+            lambdas = refit_lambdas(X.shape[0] if w is None else float(w.sum()), regulariser)
+            KS = kernel.columns(X, points)
+            fit = ridge_loo(KS, KS[points], indicators(encoded, n_classes), encoded, lambdas, penalty, w)
         info["lambda"] = fit.lam
-        return MultinomialModel(chosen, fit.coef, fit.intercept, fit.loo_output, None, info)
+        return MultinomialModel(np.asarray(points, dtype=np.intp), fit.coef, fit.intercept, fit.loo_output, None, info)
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
     Y_all = indicators(encoded, n_classes)
     all_lambdas = refit_lambdas(X.shape[0] if w is None else float(w.sum()), regulariser)
-    refits = refit_on_rows(kernel, X, Y_all.T, chosen, penalty, all_lambdas, shared=True, weights=w)
+    refits = refit_on_rows(kernel, X, Y_all.T, points, penalty, all_lambdas, shared=True, weights=w)
     coef = np.column_stack([r.coef for r in refits])
     intercept = np.array([r.intercept for r in refits])
     loo = np.column_stack([r.loo_output for r in refits])
     info["lambda"] = refits[0].lam
-    return MultinomialModel(chosen, coef, intercept, loo, None, info)
+    return MultinomialModel(np.asarray(points, dtype=np.intp), coef, intercept, loo, None, info)

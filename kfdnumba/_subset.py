@@ -58,17 +58,21 @@ class SparseKernelClassifier(KernelClassifier):
         points, 6.58–6.73 % on the union; one λ for all classes or a coarser
         grid moved it by less than 0.5 point either way). False: each class
         keeps its own points (the papers' one-vs-rest).
-    multi_class : {"multinomial", "ovr"}, default "multinomial"
-        More than two classes, with the leave-one-out model: "multinomial"
-        chooses ONE set of points for every class jointly and fits the class
-        indicator matrix on them (one λ for all classes), classifying by the
-        LDA of its leave-one-out outputs (:mod:`kfdnumba._multinomial`: the
-        candidate with the largest drop of the residual sum of squares summed
-        over the classes, the size within one standard error of the fewest
-        leave-one-out errors; the path may keep up to ``(C - 1)`` times the
-        method's per-model cap). "ovr": one model per class against the rest
-        (the papers'). The papers' own models with fixed options, and fits on
-        dask arrays, are one-vs-rest (``multi_class_`` says which).
+    multi_class : {"auto", "multinomial", "ovr"}, default "auto"
+        With the leave-one-out model. "multinomial" chooses ONE set of points
+        for every class jointly and fits the class indicator matrix on them
+        (one λ for all classes), classifying by the LDA of its leave-one-out
+        outputs (:mod:`kfdnumba._multinomial`: the candidate with the largest
+        drop of the residual sum of squares summed over the classes, the size
+        within one standard error of the fewest leave-one-out errors; the path
+        may keep up to ``(C - 1)`` times the method's per-model cap), for any
+        number of classes. "ovr": one model per class against the rest (the
+        papers'), and the method's own binary model for two classes. "auto":
+        "multinomial" for more than two classes or a weighted fit (the
+        weighted model is the multinomial form), else the binary model.
+        ``sample_weight`` and ``class_weight`` need "auto" or "multinomial".
+        The papers' own models with fixed options, and fits on dask arrays,
+        are one-vs-rest or binary (``multi_class_`` says which).
     random_check : bool, default True
         With the leave-one-out model: as many uniformly random training points
         (``random_state``) are priced by the same leave-one-out estimate
@@ -87,10 +91,10 @@ class SparseKernelClassifier(KernelClassifier):
     selection_rows: int | str | None = "auto"
     shared_support: bool = True
     random_check: bool = True
-    multi_class: str = "multinomial"
+    multi_class: str = "auto"
 
     _parameter_constraints: ClassVar[dict] = {
-        "multi_class": [Options(("multinomial", "ovr"))],
+        "multi_class": [Options(("auto", "multinomial", "ovr"))],
         "selection_rows": [Options(("auto", None)), Interval("int", 2, None)],
         "shared_support": [Options((True, False))],
         "random_check": [Options((True, False))],
@@ -144,18 +148,23 @@ class SparseKernelClassifier(KernelClassifier):
             )
         return self._joint_model(X, encoded, rng, spec, weights)
 
+    def _joint_rows(self, X, encoded, rng) -> np.ndarray | None:
+        """Return the rows a joint selection runs on: a stratified subset above ``selection_rows``, else None."""
+        size = self._selection_size(X.shape[0])
+        if size is None:
+            return None
+        groups = [np.flatnonzero(encoded == k) for k in range(self.classes_.shape[0])]
+        rows = stratified_subset(groups, size, rng, self._min_samples_per_class)
+        self._log(f"selection on {rows.shape[0]} of {X.shape[0]} rows; the model on them from every row")
+        return rows
+
     def _joint_model(self, X, encoded, rng, spec, weights):
         """Fit the joint selection on the selection rows (a stratified subset above ``selection_rows``), every row.
 
         At most ``C - 1`` times the method's per-model cap (:meth:`_support_cap`); ``spec`` from :meth:`_refit_spec`.
         """
         n_classes = self.classes_.shape[0]
-        size = self._selection_size(X.shape[0])
-        rows = None
-        if size is not None:
-            groups = [np.flatnonzero(encoded == k) for k in range(n_classes)]
-            rows = stratified_subset(groups, size, rng, self._min_samples_per_class)
-            self._log(f"selection on {rows.shape[0]} of {X.shape[0]} rows; the model on them from every row")
+        rows = self._joint_rows(X, encoded, rng)
         n_sel = X.shape[0] if rows is None else rows.shape[0]
         cap = min(self._support_cap(n_sel) * max(n_classes - 1, 1), n_sel)
         log = self._log if self.verbose else None

@@ -21,10 +21,11 @@ the eigendecomposition that prices every μ also gives the solution (the ridge
 fit of the labels, whose direction is KFD's: :func:`ridge_loo_grid`), so that
 path has no syrk and no Cholesky: one Gram matrix and one ``eigh``.
 
-More than two classes (``multi_class="multinomial"``, the default): the class indicator matrix's ridge
-fit on every kernel column, one μ for all classes by leave-one-out PRESS summed over them, classified by
-the LDA of its leave-one-out outputs (optimal scoring, Hastie, Tibshirani & Buja 1994; the two-class
-KFD is its C = 2 case up to the cut); ``multi_class="ovr"``: one KFD per class against the rest.
+More than two classes, or a weighted fit (``multi_class="auto"``, the default; ``"multinomial"`` for
+any fit): the class indicator matrix's ridge fit on every kernel column, one μ for all classes by
+leave-one-out PRESS summed over them, classified by the LDA of its leave-one-out outputs (optimal
+scoring, Hastie, Tibshirani & Buja 1994; the two-class KFD is its C = 2 case up to the cut);
+``multi_class="ovr"``: one KFD per class against the rest.
 """
 
 from __future__ import annotations
@@ -233,14 +234,16 @@ class KFD(SampleWeights, KernelClassifier):
         class variances.
     max_memory_gb : float, default 4.0
         Refuse training sets whose two ℓ × ℓ matrices would exceed this.
-    multi_class : {"multinomial", "ovr"}, default "multinomial"
-        More than two classes: "multinomial" fits the class indicator matrix
-        by one ridge regression on every kernel column (one μ for all classes,
-        by leave-one-out PRESS summed over them, as for two classes) and
-        classifies by the LDA of its leave-one-out outputs in their C - 1
-        discriminant coordinates (optimal scoring, Hastie, Tibshirani & Buja
-        1994; :mod:`kfdnumba._multinomial`); "ovr": one KFD per class
-        against the rest.
+    multi_class : {"auto", "multinomial", "ovr"}, default "auto"
+        "multinomial" fits the class indicator matrix by one ridge regression
+        on every kernel column (one μ for all classes, by leave-one-out PRESS
+        summed over them) and classifies by the LDA of its leave-one-out
+        outputs in their C - 1 discriminant coordinates (optimal scoring,
+        Hastie, Tibshirani & Buja 1994; :mod:`kfdnumba._multinomial`), for any
+        number of classes; "ovr": one KFD per class against the rest, and the
+        two-class KFD for two classes; "auto": "multinomial" for more than two
+        classes or a weighted fit, else the two-class KFD. ``sample_weight``
+        and ``class_weight`` need "auto" or "multinomial".
     class_weight : None, "balanced" or dict, default None
         Class weights, multiplying ``fit``'s ``sample_weight``; a weighted fit
         counts a row of weight w as w copies of it (:class:`kfdnumba._base.SampleWeights`).
@@ -259,10 +262,10 @@ class KFD(SampleWeights, KernelClassifier):
     mu: float | str = "auto"
     threshold: str = "auto"
     max_memory_gb: float = 4.0
-    multi_class: str = "multinomial"
+    multi_class: str = "auto"
 
     _parameter_constraints: ClassVar[dict] = {
-        "multi_class": [Options(("multinomial", "ovr"))],
+        "multi_class": [Options(("auto", "multinomial", "ovr"))],
         "mu": [Interval("real", 0, None, "neither"), Options(("auto",))],
         "threshold": [THRESHOLD_OPTIONS],
         "max_memory_gb": [Interval("real", 0, None, "neither")],

@@ -97,6 +97,24 @@ path fits in memory), beyond the paper: nothing ℓ × ℓ is formed or factored
   (2 ℓ (r+1) float64) after the factor (ℓ r), checked against ``max_memory_gb``.
 
 Problems above ``max_memory_gb`` are refused with a clear error rather than swapping.
+
+More than two classes, or a weighted fit (``multi_class="auto"``, the default with ``rho="auto"``;
+``"multinomial"`` for any fit; beyond the paper, whose last section leaves a sparse multinomial kFDA
+open): each class against the rest (one problem with two classes) is fitted along the ρ path, the
+union of the retained points is ordered by their largest coefficient and priced as the multinomial
+model of :mod:`kfdnumba._multinomial` (one λ for the class indicator matrix, LDA of its leave-one-out
+outputs). Not a group-Lq penalty: a point is retained for one class's problem and every class's
+outputs use it. ``"ovr"``: one kFDA_q model per class, the paper's.
+
+Weights (``sample_weight``, ``class_weight``): a row of weight w counts as w copies, and a repeated
+row's α is split evenly over its copies, so the objective of the repeated rows is
+``½ Σ_i w_i (ŷ_i - f_i)² + ρ Σw (|b|^q + Σ_j w_j |α_j / w_j|^q)`` (ŷ from the weighted class
+totals). With ``s = √w`` and ``v_j = α_j / s_j`` it is eq. (5) on the design ``[s, S K S]`` (rows
+scaled by s) with the penalty factors ``w_j^{1 - q/2}``: the same iteration, a diagonal ridge
+``ρ Σw q w_j^{1 - q/2}``, started from every copy at 1 (``v = s``), a point pruned by ``|v_j| / s_j``
+(one copy's coefficient; sizes within ``PRUNE_TIE_RTOL`` go together, as copies do). Its iterates are
+those of the repeated rows. The low-rank path scales F's rows by s and P's rows by s_j, and its
+Woodbury solve takes the unequal ridge by the scaling ``D^{-1/2}``.
 """
 
 from __future__ import annotations
@@ -116,6 +134,7 @@ from ._base import (
     Interval,
     KernelExpansion,
     Options,
+    SampleWeights,
     check_memory,
     choose_threshold,
     register,
@@ -123,7 +142,8 @@ from ._base import (
 from ._jit import jit
 from ._kernels import rbf_row
 from ._linalg import cholesky_lower, cholesky_solve_lower, cholesky_solve_upper, cholesky_upper, row_gram_lower
-from ._loo import LooPath, default_lambdas, loo_expansion
+from ._loo import LooPath, default_lambdas, loo_expansion, refit_lambdas
+from ._multinomial import indicators, model_on_points, ordered_path, ridge_loo
 from ._subset import SparseKernelClassifier
 from ._threads import ALTERNATING_BLAS_MIN_WORK, blas_section, worth_parallel
 
@@ -154,16 +174,20 @@ MODEL_LOWRANK_TOL = 1e-8
 #: (the low-rank path then costs as much as the exact one).
 AUTO_MAX_RANK_FRACTION = 0.25
 MAX_RANK = 1000  # most columns of the low-rank factor; reached first, the factor is coarser than its tolerance
+#: Candidates whose sizes differ by less than this fraction are pruned together: the copies of a row (whose
+#: coefficients the near-singular eq. (8) systems of repeated columns leave up to 1e-8 apart) as one weighted row.
+PRUNE_TIE_RTOL = 1e-6
 PRUNE_TOL = 1e-3  # |ω_i| ≤ this · max|α| leaves the active set (vs 1e-6: the same Banana error, a third fewer points)
 ACCELERATE_FIXED_RHO = False  # a fixed ρ runs the paper's plain eq. (8) steps; the ρ="auto" path SQUAREM cycles
 
 
 # ------------------------------------------------------------------------- kernels
 @jit(parallel=False)
-def _majorizer_scaling(active, omega, q, ridge_value, penalize_bias):
+def _majorizer_scaling(active, omega, q, ridge_value, penalize_bias, factors):
     """Diagonal of Ψ and of the ridge term on the active set (eq. 8).
 
-    ``psi[r] = |ω_r|^{(2-q)/2}`` and ``ridge[r] = ρℓq``; an exempt bias
+    ``psi[r] = |ω_r|^{(2-q)/2}`` and ``ridge[r] = ρℓq`` (times ``factors[active[r]]``, the coefficient's
+    penalty factor, when ``factors`` is not empty: a weighted fit); an exempt bias
     (``active[r] == 0`` and not ``penalize_bias``) gets ``psi = 1, ridge = 0``.
     """
     m = active.shape[0]
@@ -176,28 +200,27 @@ def _majorizer_scaling(active, omega, q, ridge_value, penalize_bias):
             ridge[r] = 0.0
         else:
             psi[r] = np.abs(omega[r]) ** exponent
-            ridge[r] = ridge_value
+            ridge[r] = ridge_value * factors[active[r]] if factors.shape[0] else ridge_value
     return psi, ridge
 
 
 @jit
-def _scaled_active_system(KK, col_sums, active, psi, ridge, out):
+def _scaled_active_system(KK, col_sums, g00, active, psi, ridge, out):
     """Lower triangle of ``Ψ_A G[A, A] Ψ_A + diag(ridge)`` into ``out`` (m × m).
 
-    ``G = K̃ᵀK̃`` is read from its parts: ``G_00 = ℓ``, ``G_0j = Σ_i K_ij``
+    ``G = K̃ᵀK̃`` is read from its parts: ``G_00 = g00`` (ℓ; Σw weighted), ``G_0j = Σ_i K_ij``
     (``col_sums``) and ``G_ij = (K²)_{i-1, j-1}`` from the lower triangle of
     ``KK``. ``active`` holds ω indices in increasing order (0 is the bias), so
     row r ≥ column c means ``active[r] ≥ active[c]``. The upper triangle of
     ``out`` is not touched.
     """
     m = active.shape[0]
-    n = KK.shape[0]
     for r in numba.prange(m):
         i = active[r]
         for c in range(r + 1):
             j = active[c]
             if i == 0:
-                g = float(n)  # then j == 0 too
+                g = g00  # then j == 0 too
             elif j == 0:
                 g = col_sums[i - 1]
             else:
@@ -207,8 +230,10 @@ def _scaled_active_system(KK, col_sums, active, psi, ridge, out):
 
 
 @jit
-def _outputs_and_misfit(K, yhat, base, active, omega, out):
+def _outputs_and_misfit(K, bias, yhat, base, active, omega, out):
     """Training outputs ``f = base + K̃[:, A] ω_A`` into ``out``; returns the misfit ``½‖ŷ - f‖²`` of eq. (5).
+
+    ``K̃ = [bias K]``: the bias column is ones (√w in a weighted fit's scaled rows).
 
     ``base`` empty: f = K̃ω over the active set (O(ℓm)). Else the outputs of an
     iterate that the entries ``(active, omega)`` are added to: a pruned iterate
@@ -224,7 +249,7 @@ def _outputs_and_misfit(K, yhat, base, active, omega, out):
         for r in range(m):
             j = active[r]
             if j == 0:
-                s += omega[r]
+                s += bias[i] * omega[r]
             else:
                 s += K[i, j - 1] * omega[r]
         out[i] = s
@@ -237,13 +262,17 @@ def _outputs_and_misfit(K, yhat, base, active, omega, out):
 
 
 @jit(parallel=False)
-def _lq_penalty(active, omega, q, penalize_bias):
-    """``Σ |ω_r|^q`` over the active set (the bias only when ``penalize_bias``)."""
+def _lq_penalty(active, omega, q, penalize_bias, factors):
+    """Return ``Σ p_r |ω_r|^q`` over the active set (the bias only when ``penalize_bias``).
+
+    ``p = factors[active]``, or 1 when ``factors`` is empty.
+    """
     penalty = 0.0
     for r in range(active.shape[0]):
         if active[r] == 0 and not penalize_bias:
             continue
-        penalty += np.abs(omega[r]) ** q
+        term = np.abs(omega[r]) ** q
+        penalty += factors[active[r]] * term if factors.shape[0] else term
     return penalty
 
 
@@ -348,12 +377,13 @@ def _prefix_misfits(vectors, offset, bias, target, base, rows, omega, out):
         out[k] = misfit
 
 
-def _penalty_left(penalty_total: float, omega: np.ndarray, q: float) -> np.ndarray:
-    """Return the Lq penalty left after removing the entries ``omega`` one by one (all penalised)."""
-    return penalty_total - np.cumsum(np.abs(omega) ** q)
+def _penalty_left(penalty_total: float, rows: np.ndarray, omega: np.ndarray, q: float, factors) -> np.ndarray:
+    """Return the Lq penalty left after removing the entries ``(rows, omega)`` one by one (all penalised)."""
+    terms = np.abs(omega) ** q
+    return penalty_total - np.cumsum(terms * factors[rows] if factors.shape[0] else terms)
 
 
-def _monotone_prune(active, omega, prune_tol, penalize_bias, j_new, objective, prefix=None):
+def _monotone_prune(active, omega, prune_tol, penalize_bias, j_new, objective, prefix=None, scale=None):
     """Return the largest pruning that does not raise J, or None.
 
     Candidates are the coefficients with ``|ω_r| ≤ prune_tol · max |α|``. All
@@ -372,16 +402,20 @@ def _monotone_prune(active, omega, prune_tol, penalize_bias, j_new, objective, p
     pruning chosen (about four trials per pruning iteration before, each a
     kernel call). Should that J rise after all (the two sums round
     differently), the trials run with ``objective`` as without ``prefix``.
+
+    ``scale`` (a weighted fit): the magnitudes compared are ``|ω_r| / scale[active[r]]``, a row's
+    coefficient per unit of its weight (what one of its copies would hold).
     """
     is_alpha = active != 0
-    largest = np.max(np.abs(omega[is_alpha]), initial=0.0)
-    magnitudes = np.abs(omega)
+    magnitudes = np.abs(omega) if scale is None else np.abs(omega) / scale[active]
+    largest = np.max(magnitudes[is_alpha], initial=0.0)
     prunable = magnitudes <= prune_tol * largest
     if not penalize_bias:
         prunable &= is_alpha
     cuts = np.sort(magnitudes[prunable])
     if cuts.shape[0] == 0:
         return None
+    cuts = cuts[np.r_[cuts[1:] > cuts[:-1] * (1.0 + PRUNE_TIE_RTOL), True]]  # equal sizes go together
 
     exempt = (active == 0) if not penalize_bias else np.zeros(active.shape[0], dtype=bool)
 
@@ -466,6 +500,44 @@ _LOO_BLOCK = 64
 LOO_PATIENCE = 10
 #: ... and prices at most this many columns (its factors take 7 · 8 · LOO_MAX_PREFIX² bytes).
 LOO_MAX_PREFIX = 500
+
+
+def _union_order(runs, root: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Return the points retained by any run, the largest coefficient per unit weight first.
+
+    A point's size is ``|v_j| / s_j`` (what one copy holds), each run's scaled to its largest, the largest over
+    the runs; one point per group of identical rows (its copies hold equal coefficients).
+    """
+    score = np.zeros(root.shape[0])
+    for run in runs:
+        if run is None:
+            continue
+        alpha = run["active"] > 0
+        idx = run["active"][alpha] - 1
+        size = np.abs(run["omega"][alpha]) / root[idx]
+        if size.shape[0] and size.max() > 0.0:
+            score[idx] = np.maximum(score[idx], size / size.max())
+    kept = np.flatnonzero(score > 0.0)
+    order = kept[np.lexsort((kept, -score[kept]))]
+    first = np.unique(groups[order], return_index=True)[1]
+    return order[np.sort(first)]
+
+
+def _one_se_pick(paths, total: float):
+    """Return ``(ρ, q, path, checkpoint)`` of the model chosen along the ρ path.
+
+    The smallest checkpoint of any path within one standard error of the fewest leave-one-out errors, then
+    the larger ρ, then the larger q.
+    """
+    entries = [
+        (f.errors, size, -rho, -q, p, k)
+        for p, (rho, q, path) in enumerate(paths)
+        for k, (size, f) in enumerate(zip(path.sizes, path.fits))
+    ]
+    low = min(e[0] for e in entries)
+    se = math.sqrt(low * max(1.0 - low / total, 0.0))
+    errors, size, rho, q, p, k = min((e for e in entries if e[0] <= low + se), key=lambda e: e[1:4])
+    return -rho, -q, paths[p][2], k
 
 
 # ----------------------------------------------------------------- linear algebra
@@ -585,13 +657,45 @@ class _Targets:
     misfit_floor: float = 0.0
 
 
+_NO_FACTORS = np.empty(0)
+
+
+@dataclass
+class _Weighting:
+    """A weighted fit's change of variables (weights w, ``s = √w``).
+
+    The ℓ rows are scaled by s and the coefficients are ``v_j = α_j / s_j``, so ``Σ_i w_i (ŷ_i - f_i)²``
+    is the plain misfit on the rows of ``[s, S K S]``, and the penalty of the copies,
+    ``Σ_j w_j |α_j / w_j|^q``, is ``Σ_j w_j^{1 - q/2} |v_j|^q`` (module docstring). ``scale[j]`` is the s
+    of coefficient j (1 for the bias): ``|v_j| / s_j`` is what one copy holds.
+    """
+
+    root: np.ndarray  # s (ℓ,)
+    scale: np.ndarray  # (ℓ + 1,): 1, s
+
+    @classmethod
+    def of(cls, weights: np.ndarray) -> _Weighting:
+        root = np.sqrt(np.asarray(weights, dtype=np.float64))
+        return cls(root=root, scale=np.concatenate(([1.0], root)))
+
+    def factors(self, q: float) -> np.ndarray:
+        """Penalty factors of the coefficients (the bias's 1)."""
+        return self.scale ** (2.0 - q)
+
+
 @dataclass
 class _ExactGram:
-    """What every binary problem on the same X shares, exact path: K, the lower triangle of K², column sums."""
+    """What every binary problem on the same X shares, exact path: K, the lower triangle of K², column sums.
+
+    A weighted fit (``weighting``): K is ``S K S`` and the bias column s (:class:`_Weighting`).
+    """
 
     K: np.ndarray
     KK: np.ndarray
     col_sums: np.ndarray
+    bias: np.ndarray
+    total: float  # ℓ, or Σw: G_00
+    weighting: _Weighting | None = None
     solver: ClassVar[str] = "exact"
     rank: ClassVar[None] = None
 
@@ -604,7 +708,7 @@ class _ExactGram:
 
     def targets(self, yhat: np.ndarray) -> _Targets:
         g = np.empty(self.n + 1)
-        g[0] = yhat.sum()
+        g[0] = yhat @ self.bias
         g[1:] = self.K @ yhat  # K symmetric: Kᵀŷ = Kŷ
         return _Targets(yhat=yhat, g=g)
 
@@ -612,13 +716,17 @@ class _ExactGram:
         """Eq. (8) on the active set: ``(Ψ G_AA Ψ + diag(ridge))⁻¹ rhs`` (LinAlgError if not SPD)."""
         m = active.shape[0]
         system = np.empty((m, m))
-        _scaled_active_system.run(m * m // 2, self.KK, self.col_sums, active, psi, ridge, system)
+        _scaled_active_system.run(m * m // 2, self.KK, self.col_sums, self.total, active, psi, ridge, system)
         with blas_section(m**3 / 3.0, min_work=ALTERNATING_BLAS_MIN_WORK):  # LAPACK Cholesky, between Numba passes
             return _solve_scaled(system, rhs)
 
     def objective(self, targets, active, omega, penalty_weight, q, penalize_bias):
         """Return ``(J, f)``: eq. (5) and the training outputs ``f = K̃ω`` (O(ℓm)), the state of the iterate."""
         return self._objective(targets, _NO_BASE, active, omega, active, omega, penalty_weight, q, penalize_bias)
+
+    def factors(self, q: float) -> np.ndarray:
+        """Return the coefficients' penalty factors (empty: all 1, an unweighted fit)."""
+        return _NO_FACTORS if self.weighting is None else self.weighting.factors(q)
 
     def pruned_objective(
         self, targets, base, kept, kept_omega, removed, removed_omega, penalty_weight, q, penalize_bias
@@ -631,15 +739,15 @@ class _ExactGram:
     def prefix_objectives(self, targets, base, rows, omega, penalty_weight, q, penalty_total):
         """J after removing ``(rows, omega)`` one by one from the iterate whose outputs are ``base`` (O(ℓk))."""
         misfits = np.empty(rows.shape[0])
-        _prefix_misfits(self.K.T, 1, np.ones(self.n), targets.yhat, base, rows, omega, misfits)
-        return 0.5 * misfits + penalty_weight * _penalty_left(penalty_total, omega, q)
+        _prefix_misfits(self.K.T, 1, self.bias, targets.yhat, base, rows, omega, misfits)
+        return 0.5 * misfits + penalty_weight * _penalty_left(penalty_total, rows, omega, q, self.factors(q))
 
     def _objective(self, targets, base, added, added_omega, active, omega, penalty_weight, q, penalize_bias):
         outputs = np.empty(self.n)
         misfit = _outputs_and_misfit.run(
-            self.n * added.shape[0], self.K, targets.yhat, base, added, added_omega, outputs
+            self.n * added.shape[0], self.K, self.bias, targets.yhat, base, added, added_omega, outputs
         )
-        return misfit + penalty_weight * _lq_penalty(active, omega, q, penalize_bias), outputs
+        return misfit + penalty_weight * _lq_penalty(active, omega, q, penalize_bias, self.factors(q)), outputs
 
     def outputs(self, state):
         """Training outputs of the iterate whose :meth:`objective` state this is: the outputs themselves."""
@@ -661,11 +769,17 @@ class _LowRankGram:
     X: np.ndarray
     rank: int
     residual: float
+    total: float  # ℓ, or Σw
+    weighting: _Weighting | None = None  # F = [s, S G] and P's rows j ≥ 1 scaled by s_j (:class:`_Weighting`)
     solver: ClassVar[str] = "lowrank"
 
     @property
     def n(self) -> int:
         return self.X.shape[0]
+
+    def factors(self, q: float) -> np.ndarray:
+        """Return the coefficients' penalty factors (empty: all 1, an unweighted fit)."""
+        return _NO_FACTORS if self.weighting is None else self.weighting.factors(q)
 
     def columns(self, indices: np.ndarray) -> np.ndarray:
         return self.kernel.columns(self.X, indices)  # computed from X: no ℓ × ℓ K
@@ -691,7 +805,13 @@ class _LowRankGram:
                 system.reshape(-1, order="F")[:: m + 1] += ridge
                 return cholesky_solve_lower(cholesky_lower(system), rhs)
         exempt = bool(active[0] == 0 and ridge[0] == 0.0)
-        return _woodbury_solve(self.P, active, psi, float(ridge.max()), exempt, rhs)
+        penalised = ridge[1:] if exempt else ridge
+        if penalised.shape[0] == 0 or np.all(penalised == penalised[0]):
+            return _woodbury_solve(self.P, active, psi, float(ridge.max()), exempt, rhs)
+        # unequal ridge D (weighted): with T = D^{-1/2} (1 on an exempt bias), (CCᵀ + D) x = b is
+        # (TC CᵀT + I') (T⁻¹x) = Tb, the equal-ridge form with c = 1
+        t = 1.0 / np.sqrt(np.where(ridge > 0.0, ridge, 1.0))
+        return t * _woodbury_solve(self.P, active, psi * t, 1.0, exempt, rhs * t)
 
     def _coordinates(self, active, omega):
         u = np.empty(self.P.shape[1])
@@ -701,7 +821,7 @@ class _LowRankGram:
     def _objective_of(self, targets, u, active, omega, penalty_weight, q, penalize_bias):
         d = targets.coordinates - u
         misfit = targets.misfit_floor + float(d @ d)
-        return 0.5 * misfit + penalty_weight * _lq_penalty(active, omega, q, penalize_bias), u
+        return 0.5 * misfit + penalty_weight * _lq_penalty(active, omega, q, penalize_bias, self.factors(q)), u
 
     def objective(self, targets, active, omega, penalty_weight, q, penalize_bias):
         """Return ``(J, u)``: ``‖ŷ - Qu‖² = floor + ‖z - u‖²`` with ``u = P_Aᵀω_A`` (the state), O(m r)."""
@@ -720,7 +840,8 @@ class _LowRankGram:
         """J after removing ``(rows, omega)`` one by one from the iterate whose coordinates are ``base`` (O(kr))."""
         misfits = np.empty(rows.shape[0])
         _prefix_misfits(self.P, 0, self.P[0], targets.coordinates, base, rows, omega, misfits)
-        return 0.5 * (targets.misfit_floor + misfits) + penalty_weight * _penalty_left(penalty_total, omega, q)
+        left = _penalty_left(penalty_total, rows, omega, q, self.factors(q))
+        return 0.5 * (targets.misfit_floor + misfits) + penalty_weight * left
 
     def outputs(self, state):
         """Training outputs ``f = Q u`` of the iterate whose :meth:`objective` state is u (O(ℓr))."""
@@ -732,7 +853,7 @@ class _LowRankGram:
 # ---------------------------------------------------------------------- estimator
 @register("LqKFD")
 @dataclass(kw_only=True, eq=False)
-class LqKFD(SparseKernelClassifier):
+class LqKFD(SampleWeights, SparseKernelClassifier):
     """kFDA_q: sparse kernel Fisher discriminant by majorize–minimize with an Lq penalty.
 
     Minimises ``½‖ŷ - K̃ω‖² + ρℓ Σ|ω_i|^q`` (Harrison & Pasupa 2010, eq. 5) by
@@ -784,9 +905,14 @@ class LqKFD(SparseKernelClassifier):
         ``24 (ℓ+1)²`` bytes on the exact path (K and K²), ``24 ℓ (r + 1)`` on
         the low-rank one (a rank-r factor of K, r ≤ ``MAX_RANK``), which runs
         above ``AUTO_EXACT_MAX_N`` = 500 points (module docstring).
-    multi_class : {"ovr"}, default "ovr"
-        More than two classes: one-vs-rest (the paper's). The joint (multinomial) selection of the other
-        sparse methods would need a group-Lq majorize–minimize step, not implemented.
+    multi_class : {"auto", "multinomial", "ovr"}, default "auto"
+        With ``rho="auto"``. "multinomial": the multinomial model on the union of the points kFDA_q
+        retains for each class against the rest (module docstring), for any number of classes;
+        "ovr": one kFDA_q model per class (the paper's; the binary model for two classes); "auto":
+        "multinomial" for more than two classes or a weighted fit, else the binary model.
+    class_weight : None, "balanced" or dict, default None
+        Class weights, multiplying ``fit``'s ``sample_weight``; a weighted fit counts a row of
+        weight w as w copies of it (:class:`kfdnumba._base.SampleWeights`, module docstring).
     selection_rows : int, None or "auto", default "auto"
         With ``rho="auto"``, above this many training points (auto: 1000) the
         ρ path and the retained samples are computed on a stratified random
@@ -834,7 +960,7 @@ class LqKFD(SparseKernelClassifier):
     penalize_bias: bool = True
     threshold: str = "auto"
     max_memory_gb: float = 4.0
-    multi_class: str = "ovr"
+    multi_class: str = "auto"
 
     _parameter_constraints: ClassVar[dict] = {
         "rho": [Interval("real", 0, None, "neither"), Options(("auto",))],
@@ -844,7 +970,7 @@ class LqKFD(SparseKernelClassifier):
         "penalize_bias": [Options((True, False))],
         "threshold": [Options(("auto", "midpoint"))],
         "max_memory_gb": [Interval("real", 0, None, "neither")],
-        "multi_class": [Options(("ovr",))],  # a group-Lq multinomial step is not implemented
+        "multi_class": [Options(("auto", "multinomial", "ovr"))],
     }
     #: σ multiples reach 2.8: heart and breast_cancer chose the top of a grid ending at 1.4.
     search_grid: ClassVar[dict] = {
@@ -880,40 +1006,47 @@ class LqKFD(SparseKernelClassifier):
         expansion.info.update(alpha=expansion.coef[order], bias=expansion.intercept, threshold=expansion.threshold)
 
     # ------------------------------------------------------------------ pieces
-    def _shared_gram(self, X: np.ndarray) -> _ExactGram | _LowRankGram:
+    def _shared_gram(self, X: np.ndarray, weights=None) -> _ExactGram | _LowRankGram:
         """K's shared form for every class: exact (K, K²) up to AUTO_EXACT_MAX_N points, else low rank.
 
         The low-rank path gives way to the exact one when the factor would need more than AUTO_MAX_RANK_FRACTION
         of ℓ columns and the exact path fits in memory (module docstring).
         """
         n = X.shape[0]
+        weighting = None if weights is None else _Weighting.of(weights)
         if n <= AUTO_EXACT_MAX_N:
-            return self._exact_gram(X)
+            return self._exact_gram(X, weighting)
         tol = self._lowrank_tol()
         max_rank = min(MAX_RANK, n)
         fallback = 24.0 * (n + 1) ** 2 <= self.max_memory_gb * 2**30
         limit = min(max_rank, max(1, int(AUTO_MAX_RANK_FRACTION * n))) if fallback else max_rank
-        gram = self._lowrank_gram(X, limit, tol)
+        gram = self._lowrank_gram(X, limit, tol, weighting)
         if fallback and gram.rank >= limit and gram.residual > tol and limit < max_rank:
             self._log(f"low-rank factor reached rank {gram.rank} of {n} points: the exact path instead")
             del gram
-            return self._exact_gram(X)
+            return self._exact_gram(X, weighting)
         return gram
 
     def _lowrank_tol(self) -> float:
         """Return the low-rank factor's tolerance: coarse where it only ranks the points (``rho="auto"``), else fine."""
         return AUTO_LOWRANK_TOL if self.rho == "auto" else MODEL_LOWRANK_TOL
 
-    def _exact_gram(self, X: np.ndarray) -> _ExactGram:
+    def _exact_gram(self, X: np.ndarray, weighting: _Weighting | None = None) -> _ExactGram:
         n = X.shape[0]
         check_memory(24.0 * (n + 1) ** 2, self.max_memory_gb, f"LqKFD with {n} training points (K, K² and the system)")
         self._log(f"Gram matrix {n} x {n} and K^T K")
         K = self.kernel_.block(X, X)
+        bias = np.ones(n)
+        if weighting is not None:  # S K S, the bias column s (_Weighting)
+            bias = weighting.root
+            K *= bias[:, None]
+            K *= bias[None, :]
         with blas_section(float(n) ** 3), self._lapack_section("K^T K (syrk)", float(n) ** 3):  # BLAS threads
             KK = row_gram_lower(K)
-        return _ExactGram(K=K, KK=KK, col_sums=K.sum(axis=0))
+        total = float(n) if weighting is None else float(bias @ bias)
+        return _ExactGram(K=K, KK=KK, col_sums=bias @ K, bias=bias, total=total, weighting=weighting)
 
-    def _lowrank_gram(self, X: np.ndarray, max_rank: int, tol: float) -> _LowRankGram:
+    def _lowrank_gram(self, X: np.ndarray, max_rank: int, tol: float, weighting=None) -> _LowRankGram:
         """K ≈ GGᵀ to ``tol`` (at most ``max_rank`` columns), its QR and P (module docstring)."""
         n = X.shape[0]
         width = max_rank + 1
@@ -927,8 +1060,8 @@ class LqKFD(SparseKernelClassifier):
         self._log(f"pivoted Cholesky: rank {r} of {n}, largest residual diagonal {residual:.3g}")
         with blas_section(2.0 * n * (r + 1) ** 2):  # QR and P: BLAS threads, Numba one
             F = np.empty((r + 1, n))  # Fᵀ in C order = F in Fortran order
-            F[0] = 1.0
-            F[1:] = factor_t
+            F[0] = 1.0 if weighting is None else weighting.root
+            F[1:] = factor_t if weighting is None else factor_t * weighting.root
             qr, tau, _, info = scipy.linalg.lapack.dgeqrf(F.T, lwork=64 * (r + 1), overwrite_a=1)
             if info != 0:  # pragma: no cover - LAPACK argument error
                 raise RuntimeError(f"dgeqrf failed (info={info})")
@@ -937,7 +1070,20 @@ class LqKFD(SparseKernelClassifier):
             P = np.empty((n + 1, width))  # P = H R_Fᵀ: row 0 = (R_F e₀)ᵀ, rows j ≥ 1 = G_j R_F[:, 1:]ᵀ
             P[0] = R[:, 0]
             np.matmul(factor_t.T, R[:, 1:].T, out=P[1:])
-        return _LowRankGram(qr=qr[:, :width], tau=tau, P=P, kernel=self.kernel_, X=X, rank=r, residual=residual)
+            if weighting is not None:  # column j of K̃ (row j of P) scaled by s_j
+                P[1:] *= weighting.root[:, None]
+        total = float(n) if weighting is None else float(weighting.root @ weighting.root)
+        return _LowRankGram(
+            qr=qr[:, :width],
+            tau=tau,
+            P=P,
+            kernel=self.kernel_,
+            X=X,
+            rank=r,
+            residual=residual,
+            total=total,
+            weighting=weighting,
+        )
 
     def _fit_targets(self, gram, y: np.ndarray) -> KernelExpansion:
         n = gram.n
@@ -1070,15 +1216,17 @@ class LqKFD(SparseKernelClassifier):
         is a SQUAREM cycle of eq. (8) steps (:meth:`_squarem_cycle`), else one
         step; a pruning follows either, and J never increases.
         """
-        n = gram.n
+        n = gram.total  # ℓ, or the total weight
         rho_l = rho * n
         if not math.isfinite(rho_l * q):  # else inf · 0 = NaN in every step, max_iter of them
-            raise ValueError(f"rho={rho:g} is too large: the penalty weight rho · ℓ · q (ℓ = {n}) overflows float64.")
+            raise ValueError(f"rho={rho:g} is too large: the penalty weight rho · ℓ · q (ℓ = {n:g}) overflows float64.")
         penalize = bool(self.penalize_bias)
         accelerate = self._accelerates()
+        factors = gram.factors(q)
+        scale = None if gram.weighting is None else gram.weighting.scale
 
         def step(active, omega):  # one eq. (8) step on the active set (the MM map)
-            psi, ridge = _majorizer_scaling(active, omega, q, rho_l * q, penalize)
+            psi, ridge = _majorizer_scaling(active, omega, q, rho_l * q, penalize, factors)
             try:
                 v = gram.solve(active, psi, ridge, psi * targets.g[active])
             except np.linalg.LinAlgError:
@@ -1098,7 +1246,7 @@ class LqKFD(SparseKernelClassifier):
             return gram.pruned_objective(targets, state, kept, kept_omega, removed, removed_omega, rho_l, q, penalize)
 
         def prefix(removed, removed_omega):  # J of every smallest-first pruning of the candidates, one pass
-            total = _lq_penalty(active, omega, q, penalize)
+            total = _lq_penalty(active, omega, q, penalize, factors)
             return gram.prefix_objectives(targets, state, removed, removed_omega, rho_l, q, total)
 
         j_history, active_history, elapsed_history = [], [], []
@@ -1118,7 +1266,7 @@ class LqKFD(SparseKernelClassifier):
                 solves += 1
             # Pruning is not an MM step: keep only a pruning that does not raise J,
             # so that J never increases (the rest shrink further first).
-            kept = _monotone_prune(active, omega, PRUNE_TOL, penalize, j_new, pruned, prefix)
+            kept = _monotone_prune(active, omega, PRUNE_TOL, penalize, j_new, pruned, prefix, scale)
             if kept is not None:
                 active, omega, j_new, state = kept
             j_history.append(j_new)
@@ -1172,6 +1320,114 @@ class LqKFD(SparseKernelClassifier):
     def _accelerates(self) -> bool:
         """Whether the steps run in SQUAREM cycles: with ``rho="auto"``, where the MM fits only rank the points."""
         return self.rho == "auto" or ACCELERATE_FIXED_RHO
+
+    # ------------------------------------------------------- the multinomial form
+    def _joint_model(self, X, encoded, rng, spec, weights):
+        """Fit the multinomial form with the Lq selection (``multi_class``; a weighted fit): ``rho="auto"`` only.
+
+        Each class against the rest (one problem with two classes) is fitted by kFDA_q along the ρ path, on
+        the weighted rows (:class:`_Weighting`; warm-started chains as in :meth:`_fit_rho_path`); the union of
+        their retained points, largest coefficient per unit weight first (each class's scaled to its
+        largest), is priced by the multinomial model's checkpoints
+        (:func:`kfdnumba._multinomial.ordered_path`). The model is the smallest checkpoint, over the whole
+        path, within one standard error of the fewest leave-one-out errors (then the larger ρ, the larger
+        q), fitted as :func:`kfdnumba._multinomial.model_on_points` does.
+        """
+        n_classes = self.classes_.shape[0]
+        rows = self._joint_rows(X, encoded, rng)
+        sel = np.arange(X.shape[0]) if rows is None else rows
+        Xs, es = X[sel], encoded[sel]
+        ws = None if weights is None else weights[sel]
+        n = sel.shape[0]
+        total = float(n) if ws is None else float(ws.sum())
+        root = np.ones(n) if ws is None else np.sqrt(ws)
+        gram = self._shared_gram(Xs, ws)
+        problems = []
+        for c in [1] if n_classes == 2 else range(n_classes):
+            positive = es == c
+            mass = float(root[positive] @ root[positive])
+            problems.append(gram.targets(np.where(positive, total / mass, -total / (total - mass)) * root))
+        Y = indicators(es, n_classes)
+        lambdas = refit_lambdas(total, "auto")
+        groups = np.unique(Xs, axis=0, return_inverse=True)[1].ravel()  # copies of a row share a group
+
+        def gram_of(S):
+            KS = self.kernel_.columns(Xs, S)
+            return KS, KS[S]
+
+        qs = AUTO_QS if self.q == "auto" else (float(self.q),)
+        # the start: every copy's coefficient 1 (ω = 1 unweighted, v = s weighted), the ridge solution next
+        start = np.ones(n + 1) if gram.weighting is None else gram.weighting.scale.copy()
+        chains = [(np.arange(n + 1, dtype=np.int64), start)] * len(problems)
+        table, paths = [], []
+        best, worse = np.inf, 0
+        width = gram.n if gram.rank is None else gram.rank
+        work = 50.0 * len(problems) * gram.n * width * width  # as _fit_one_vs_rest's
+        steps = 0  # eq. (8) steps over the whole path (n_iter_)
+        for rho in AUTO_RHOS:
+            if worse >= AUTO_RHO_PATIENCE:
+                break
+            at_rho = np.inf
+            for q in qs:
+                runs = self._classes_on_threads(  # each class's run reads the gram and writes its own chain
+                    lambda t, rho=rho, q=q: self._joint_run(gram, problems[t], rho, q, chains, t, q == qs[0]),
+                    len(problems),
+                    work,
+                )
+                steps += sum(run["n_solves"] for run in runs if run is not None)
+                order = _union_order(runs, root, groups)[:LOO_MAX_PREFIX]
+                if order.shape[0] == 0:
+                    continue
+                path = ordered_path(gram_of, order, Y, es, lambdas, "l2", None, ws)
+                k = path.chosen()
+                table.append((rho, path.fits[k].press, order.shape[0], path.sizes[k], q))
+                paths.append((rho, q, path))
+                at_rho = min(at_rho, float(path.errors.min()))
+                self._log(f"rho = {rho:.3g}, q = {q:g}: {order.shape[0]} retained, {path.sizes[k]} chosen")
+            if not np.isfinite(at_rho):
+                if all(chain is None for chain in chains):
+                    break  # every α pruned: larger ρ cannot bring one back
+                continue
+            se = math.sqrt(best * max(1.0 - best / total, 0.0)) if np.isfinite(best) else 0.0
+            worse = worse + 1 if at_rho > best + se else 0
+            best = min(best, at_rho)
+        if not paths:
+            raise ValueError("LqKFD pruned every coefficient at every rho of the path (degenerate data or sigma).")
+        rho, q, path, k = _one_se_pick(paths, total)
+        S = path.selected[: path.sizes[k]]
+        fit = None
+        if rows is None:  # the chosen prefix on the whole λ grid
+            KS, KSS = gram_of(S)
+            fit = ridge_loo(KS, KSS, Y, es, lambdas, "l2", ws)
+        self._log(f"leave-one-out: rho = {rho:.3g}, q = {q:g}, {S.shape[0]} points")
+        info = {
+            "rho_path": np.asarray(table),
+            "loo_rho": rho,
+            "loo_q": q,
+            "path_sizes": np.array(path.sizes),  # the chosen ρ's checkpoints
+            "path_loo_errors": path.errors,
+            "path_press": path.press,
+            "stop_reason": path.stop,
+            "solver": gram.solver,
+            "rank": gram.rank,
+            "n_iter": steps,
+        }
+        return model_on_points(self.kernel_, X, encoded, n_classes, sel[S], "l2", "auto", rows, weights, info, fit)
+
+    def _joint_run(self, gram, targets, rho, q, chains, t, leads):
+        """kFDA_q at (ρ, q) from problem t's chain (updated when q ``leads`` it); None when nothing is retained."""
+        start = chains[t]
+        if start is None:
+            return None
+        try:
+            run = self._majorize_minimize(gram, targets, float(rho), q, *start, need_outputs=False)
+        except _RhoTooSmall as exc:  # a singular system: a larger ρ may solve it
+            self._log(f"rho = {rho:.3g}, q = {q:g}: {exc}")
+            return None
+        alive = bool(np.any(run["active"] > 0))
+        if leads:
+            chains[t] = (run["active"], run["omega"]) if alive else None
+        return run if alive else None
 
     # --------------------------------------------------------------- fit hooks
     def _fit_binary(self, X, y, rng):

@@ -174,3 +174,21 @@ def naive_lowrank_system(P, active, psi, ridge):
     """The full active system Ψ_A P_A P_Aᵀ Ψ_A + diag(ridge) (G_AA of the low-rank K̃ = QPᵀ)."""
     C = psi[:, None] * P[active]
     return C @ C.T + np.diag(ridge)
+
+
+def naive_weighted_objective(K, yhat, w, omega, rho, q, penalize_bias=True):
+    """J of a weighted fit in the original coefficients ω = [b; α]: the objective of the repeated rows.
+
+    ``½ Σ_i w_i (ŷ_i - (K̃ω)_i)² + ρ Σw (|b|^q + Σ_j w_j |α_j / w_j|^q)``: a row of weight w is w copies, and
+    its α is split evenly over them.
+    """
+    residual = yhat - naive_design(K) @ omega
+    copies = w * np.abs(omega[1:] / w) ** q
+    bias = np.abs(omega[0]) ** q if penalize_bias else 0.0
+    return 0.5 * np.sum(w * residual**2) + rho * np.sum(w) * (bias + np.sum(copies))
+
+
+def naive_weighted_design(K, w):
+    """The weighted fit's design ``[s, S K S]`` (s = √w): rows scaled by s, coefficients v_j = α_j / s_j."""
+    s = np.sqrt(w)
+    return np.column_stack([s, s[:, None] * K * s[None, :]])

@@ -412,9 +412,7 @@ def test_auto_floor_and_early_stopping_choose_from_inner_cv(monkeypatch):
     # measured: the CV chose 4 of 6 steps and the final fit ran exactly those
     assert model.n_steps_ == model.cv_steps_ < 6 and model.stop_reason_ == "early_stopping"
     assert model.n_iter_ > model.n_steps_  # the inner runs' steps count too
-    no_es = DDA(
-        floor="auto", relaxation=1.0, max_iter=6, early_stopping=False, random_state=0
-    ).fit(X, y)
+    no_es = DDA(floor="auto", relaxation=1.0, max_iter=6, early_stopping=False, random_state=0).fit(X, y)
     assert no_es.cv_steps_ == 6
     assert no_es.stop_reason_ == ("max_iter" if no_es.n_steps_ == 6 else "tol")
     assert no_es.cv_errors_[no_es.floor_][-1] == pytest.approx(min(v[-1] for v in no_es.cv_errors_.values()))

@@ -20,6 +20,8 @@ from naive_lq_kfd import (  # noqa: E402
     naive_pivoted_cholesky,
     naive_scaled_system,
     naive_targets,
+    naive_weighted_design,
+    naive_weighted_objective,
 )
 
 from kfdnumba import LqKFD as _LqKFD  # noqa: E402
@@ -88,7 +90,7 @@ def random_active(rng, n, size, with_bias):
 def test_majorizer_scaling_matches_naive(rng, q, penalize_bias):
     active = random_active(rng, 30, 12, with_bias=True)
     omega = rng.standard_normal(active.shape[0])
-    psi, ridge = _majorizer_scaling(active, omega, q, 0.37, penalize_bias)
+    psi, ridge = _majorizer_scaling(active, omega, q, 0.37, penalize_bias, np.empty(0))
     psi_ref, ridge_ref = naive_majorizer_scaling(active, omega, q, 0.37, penalize_bias)
     np.testing.assert_allclose(psi, psi_ref, rtol=1e-13)
     np.testing.assert_array_equal(ridge, ridge_ref)
@@ -115,7 +117,7 @@ def test_scaled_active_system_matches_naive(rng, with_bias, variant):
     ridge = np.abs(rng.standard_normal(m))
     out = np.full((m, m), np.nan)
     kernel = _scaled_active_system if variant == "parallel" else _scaled_active_system.serial
-    kernel(row_gram_lower(K), K.sum(axis=0), active, psi, ridge, out)
+    kernel(row_gram_lower(K), K.sum(axis=0), float(n), active, psi, ridge, out)
     ref = naive_scaled_system(K, active, psi, ridge)
     lower = np.tril_indices(m)
     np.testing.assert_allclose(out[lower], ref[lower], rtol=1e-12, atol=1e-12)
@@ -135,7 +137,8 @@ def test_outputs_and_objective_match_naive(rng, penalize_bias, variant):
     full[active] = omega
     out = np.empty(n)
     kernel = _outputs_and_misfit if variant == "parallel" else _outputs_and_misfit.serial
-    J = kernel(K, yhat, np.empty(0), active, omega, out) + 0.01 * n * _lq_penalty(active, omega, 0.5, penalize_bias)
+    J = kernel(K, np.ones(n), yhat, np.empty(0), active, omega, out)
+    J += 0.01 * n * _lq_penalty(active, omega, 0.5, penalize_bias, np.empty(0))
     assert J == pytest.approx(naive_objective(K, yhat, full, 0.01, 0.5, penalize_bias), rel=1e-12)
     np.testing.assert_allclose(out, np.column_stack([np.ones(n), K]) @ full, rtol=1e-12, atol=1e-12)
 
@@ -149,14 +152,14 @@ def test_pruned_objective_equals_the_objective_of_the_kept_entries(rng, variant,
     active = random_active(rng, n, 18, with_bias=True)
     omega = rng.standard_normal(active.shape[0])
     base = np.empty(n)
-    _outputs_and_misfit(K, yhat, np.empty(0), active, omega, base)
+    _outputs_and_misfit(K, np.ones(n), yhat, np.empty(0), active, omega, base)
     keep = rng.random(active.shape[0]) < 0.6
     keep[1] = False
     keep[0] = not keep[0]  # the bias removed in one case, kept in the other
     kernel = _outputs_and_misfit if variant == "parallel" else _outputs_and_misfit.serial
     out = np.empty(n)
-    J = kernel(K, yhat, base, active[~keep], -omega[~keep], out)
-    J += 0.01 * n * _lq_penalty(active[keep], omega[keep], 0.5, penalize_bias)
+    J = kernel(K, np.ones(n), yhat, base, active[~keep], -omega[~keep], out)
+    J += 0.01 * n * _lq_penalty(active[keep], omega[keep], 0.5, penalize_bias, np.empty(0))
     full = np.zeros(n + 1)
     full[active[keep]] = omega[keep]
     assert J == pytest.approx(naive_objective(K, yhat, full, 0.01, 0.5, penalize_bias), rel=1e-12)
@@ -204,10 +207,10 @@ def test_active_set_solve_equals_full_eq8(rng, q, penalize_bias):
     active = np.flatnonzero(omega).astype(np.int64)
     if not penalize_bias:
         active = np.union1d([0], active).astype(np.int64)
-    psi, ridge = _majorizer_scaling(active, omega[active], q, rho * n * q, penalize_bias)
+    psi, ridge = _majorizer_scaling(active, omega[active], q, rho * n * q, penalize_bias, np.empty(0))
     m = active.shape[0]
     system = np.empty((m, m))
-    _scaled_active_system(row_gram_lower(K), K.sum(axis=0), active, psi, ridge, system)
+    _scaled_active_system(row_gram_lower(K), K.sum(axis=0), float(n), active, psi, ridge, system)
     g = np.concatenate([[yhat.sum()], K @ yhat])
     restricted = psi * _solve_scaled(system, psi * g[active])
 
@@ -742,7 +745,7 @@ def test_prefix_objectives_equal_the_objective_of_each_pruning(rng, solver, pena
         order = order[active[order] != 0]  # an exempt bias is never a candidate
     else:
         order = np.concatenate([[0], order[order != 0]])  # the bias among the removed (column of ones)
-    total = _lq_penalty(active, omega, q, penalize_bias)
+    total = _lq_penalty(active, omega, q, penalize_bias, np.empty(0))
     table = gram.prefix_objectives(targets, state, active[order], omega[order], rho * n, q, total)
     assert table.shape == (order.shape[0],)
     full = np.zeros(n + 1)
@@ -775,7 +778,7 @@ def test_monotone_prune_with_the_table_decides_as_the_trials(rng, solver):
 
         def prefix(removed, removed_omega):
             return gram.prefix_objectives(
-                targets, state, removed, removed_omega, rho * n, 1.0, _lq_penalty(active, omega, 1.0, True)
+                targets, state, removed, removed_omega, rho * n, 1.0, _lq_penalty(active, omega, 1.0, True, np.empty(0))
             )
 
         trials = _monotone_prune(active, omega, 1e-2, True, j_new, pruned)
@@ -962,3 +965,106 @@ def test_rho_auto_moves_past_a_rho_whose_system_is_singular():
         _LqKFD(kernel="linear", rho=1e-4).fit(X, y)
     model = _LqKFD(kernel="linear").fit(X, y)  # rho="auto": on to the first ρ that solves
     assert model.loo_rho_ > 1e-4 and model.score(X, y) >= 0.9
+
+
+# ------------------------------------------------------------------- weighted fits
+def weighted_problem(rng, n=40):
+    X = rng.standard_normal((n, 2))
+    w = rng.integers(1, 4, size=n).astype(float)
+    y = np.where(np.arange(n) % 3 == 0, 1, -1)
+    total, mass = w.sum(), w[y > 0].sum()
+    yhat = np.where(y > 0, total / mass, -total / (total - mass))  # the targets of the repeated rows
+    return X, w, y, yhat
+
+
+@pytest.mark.parametrize("penalize_bias", [True, False])
+@pytest.mark.parametrize("q", [1.0, 0.5])
+@pytest.mark.parametrize("solver", ["exact", "lowrank"])
+def test_weighted_gram_gives_the_objective_and_system_of_the_copies(rng, solver, q, penalize_bias):
+    n = 40
+    X, w, _, yhat = weighted_problem(rng, n)
+    weighting = lq_module._Weighting.of(w)
+    model = gram_builder()
+    gram = model._exact_gram(X, weighting) if solver == "exact" else model._lowrank_gram(X, n, 1e-13, weighting)
+    s = np.sqrt(w)
+    targets = gram.targets(yhat * s)
+    K = rbf_gram(X)
+    A = naive_weighted_design(K, w)
+    np.testing.assert_allclose(targets.g, A.T @ (yhat * s), rtol=1e-9, atol=1e-8)
+    active = random_active(rng, n, 14, with_bias=True)
+    v = rng.standard_normal(active.shape[0])
+    j, _ = gram.objective(targets, active, v, 0.01 * w.sum(), q, penalize_bias)
+    omega = np.zeros(n + 1)
+    omega[active] = v * weighting.scale[active]  # α = s v, b = v_0
+    assert j == pytest.approx(naive_weighted_objective(K, yhat, w, omega, 0.01, q, penalize_bias), rel=1e-9)
+    psi = rng.uniform(0.1, 2.0, active.shape[0])
+    ridge = 0.3 * gram.factors(q)[active]  # unequal: the low-rank solve's Woodbury form for unequal ridges
+    if not penalize_bias:
+        psi[0], ridge[0] = 1.0, 0.0
+    rhs = rng.standard_normal(active.shape[0])
+    G = A.T @ A
+    system = psi[:, None] * G[np.ix_(active, active)] * psi[None, :] + np.diag(ridge)
+    got = gram.solve(active, psi, ridge, rhs)
+    np.testing.assert_allclose(got, np.linalg.solve(system, rhs), rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("exempt_bias", [True, False])
+def test_lowrank_solve_with_unequal_ridges_equals_direct_solve(rng, exempt_bias):
+    n = 300
+    X = rng.standard_normal((n, 2))
+    gram = gram_builder()._lowrank_gram(X, 20, 1e-3)  # rank 20 < 200 active: the Woodbury regime
+    active = random_active(rng, n, 200, with_bias=True)
+    psi = rng.uniform(0.1, 2.0, active.shape[0])
+    ridge = rng.uniform(0.2, 3.0, active.shape[0])
+    if exempt_bias:
+        psi[0], ridge[0] = 1.0, 0.0
+    rhs = rng.standard_normal(active.shape[0])
+    got = gram.solve(active, psi, ridge, rhs)
+    ref = np.linalg.solve(naive_lowrank_system(gram.P, active, psi, ridge), rhs)
+    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("q", [1.0, 0.5])
+@pytest.mark.parametrize("solver", ["exact", "lowrank"])
+def test_weighted_iterations_are_those_of_the_repeated_rows(rng, solver, q):
+    """kFDA_q on weighted rows, from every copy at 1: the same iterates and prunings as on the repeated rows."""
+    X, w, y, yhat = weighted_problem(rng, 40)
+    rows = np.repeat(np.arange(40), w.astype(int))
+    model = gram_builder()
+    model.rho, model.q, model.max_iter, model.tol, model.penalize_bias = "auto", q, 60, 1e-9, True
+    weighting = lq_module._Weighting.of(w)
+    if solver == "exact":
+        weighted, repeated = model._exact_gram(X, weighting), model._exact_gram(X[rows])
+    else:
+        weighted = model._lowrank_gram(X, 40, 1e-12, weighting)
+        repeated = model._lowrank_gram(X[rows], 40, 1e-12)
+    one = model._majorize_minimize(
+        weighted, weighted.targets(yhat * np.sqrt(w)), 1e-3, q, np.arange(41), weighting.scale.copy()
+    )
+    two = model._majorize_minimize(
+        repeated, repeated.targets(yhat[rows]), 1e-3, q, np.arange(rows.shape[0] + 1), np.ones(rows.shape[0] + 1)
+    )
+    per_copy = np.zeros(41)
+    per_copy[one["active"]] = one["omega"] / weighting.scale[one["active"]]
+    copies = np.zeros(rows.shape[0] + 1)
+    copies[two["active"]] = two["omega"]
+    scale = np.abs(copies).max()
+    np.testing.assert_allclose(per_copy[np.r_[0, rows + 1]], copies, rtol=0, atol=1e-7 * scale)
+    assert one["n_solves"] == two["n_solves"]
+    assert len(one["j_history"]) == len(two["j_history"])
+    np.testing.assert_allclose(one["j_history"], two["j_history"], rtol=1e-9)
+    kept = np.zeros(40, dtype=bool)
+    kept[one["active"][one["active"] > 0] - 1] = True
+    assert 1 + int(w[kept].sum()) == two["active"].shape[0]
+
+
+def test_weighted_kernels_take_the_penalty_factors(rng):
+    active = random_active(rng, 30, 12, with_bias=True)
+    omega = rng.standard_normal(active.shape[0])
+    factors = rng.uniform(0.5, 2.0, 31)
+    psi, ridge = _majorizer_scaling(active, omega, 0.5, 0.37, True, factors)
+    psi_ref, ridge_ref = naive_majorizer_scaling(active, omega, 0.5, 0.37, True)
+    np.testing.assert_allclose(psi, psi_ref, rtol=1e-13)
+    np.testing.assert_allclose(ridge, ridge_ref * factors[active], rtol=1e-15)
+    penalty = _lq_penalty(active, omega, 0.5, False, factors)
+    assert penalty == pytest.approx(np.sum((factors[active] * np.abs(omega) ** 0.5)[active > 0]), rel=1e-13)

@@ -9,13 +9,13 @@ from naive import rbf
 from naive_multinomial import greedy_path, joint_scores, pick_batch, ridge_loo_brute
 
 import kfdnumba._multinomial as mn
-from kfdnumba import MatchingPursuitKFD, ReformativeKFD, SparseGreedyKFD
+from kfdnumba import LqKFD, MatchingPursuitKFD, ReformativeKFD, SparseGreedyKFD
 from kfdnumba._base import discriminant
 from kfdnumba._kernels import checked_kernel
 from kfdnumba._loo import refit_on_rows
 from kfdnumba._threads import force_parallel
 
-SPARSE = [SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD]
+SPARSE = [SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD, LqKFD]
 
 
 def blobs(n=120, classes=4, seed=0, spread=1.0):
@@ -213,11 +213,15 @@ def test_one_vs_rest_models_transform_to_c_minus_one_coordinates():
 
 
 @needs_two_threads
-def test_multinomial_model_is_the_same_on_one_and_two_threads():
-    X, y = blobs(600, 6, 10, spread=1.5)
-    one = SparseGreedyKFD(random_state=0, n_jobs=1).fit(X, y)
+@pytest.mark.parametrize("cls, n", [(SparseGreedyKFD, 600), (LqKFD, 300)])
+def test_multinomial_model_is_the_same_on_one_and_two_threads(cls, n, monkeypatch):
+    from kfdnumba import _threads
+
+    monkeypatch.setattr(_threads, "TASKS_MIN_WORK", 0.0)  # LqKFD: the classes' kFDA_q runs on both threads
+    X, y = blobs(n, 6, 10, spread=1.5)
+    one = cls(random_state=0, n_jobs=1).fit(X, y)
     with force_parallel():
-        two = SparseGreedyKFD(random_state=0, n_jobs=2).fit(X, y)
+        two = cls(random_state=0, n_jobs=2).fit(X, y)
     assert_same_model(one, two, X)
 
 
@@ -236,12 +240,28 @@ def test_verbose_multinomial_fit_logs_its_checkpoints(capsys):
     assert "leave-one-out errors" in capsys.readouterr().out
 
 
-def test_lqkfd_refuses_the_multinomial_model():
-    from kfdnumba import LqKFD
+def test_ordered_path_prices_the_prefixes_of_a_given_order():
+    K, Y, y = problem(80, 3, 14)
+    order = np.random.default_rng(15).permutation(80)[:40]
+    lambdas = np.logspace(-6, 0, 7) * 80
+    path = mn.ordered_path(lambda S: (K[:, S], K[np.ix_(S, S)]), order, Y, y, lambdas, "l2")
+    assert path.sizes[:9] == list(range(1, 9)) + [10]  # 1, 2, ..., then every ×1.2
+    for size, fit in zip(path.sizes, path.fits):
+        S = order[:size]
+        ref = mn.ridge_loo(K[:, S], K[np.ix_(S, S)], Y, y, lambdas[::2], "l2")
+        assert fit.errors == ref.errors and fit.press == pytest.approx(ref.press, rel=1e-10)
+    best = int(np.argmin(path.errors))
+    grown = path.sizes[-1] >= max(1.4 * path.sizes[best], path.sizes[best] + 10)
+    assert path.sizes[-1] == 40 or (grown and path.stop.startswith("the leave-one-out errors"))
 
-    X, y = blobs(60, 3, 13)
-    with pytest.raises(ValueError, match="multi_class"):
-        LqKFD(multi_class="multinomial").fit(X, y)
+
+def test_lqkfd_multinomial_model_follows_its_rho_path():
+    X, y = blobs(120, 3, 13)
+    model = LqKFD(random_state=0).fit(X, y)
+    table = model.rho_path_  # (ρ, PRESS, retained, chosen size, q) per fit of the path
+    assert model.multi_class_ == "multinomial" and model.solver_ == "exact"
+    assert model.loo_rho_ in table[:, 0] and model.n_retained_ <= table[:, 2].max()
+    assert model.n_retained_ in table[:, 3]
 
 
 # ------------------------------------------------------------------------------------ KFD

@@ -485,7 +485,15 @@ SWITCHES = [
         id="LqKFD-fixed-rho-solver-500",
     ),
     pytest.param(LqKFD, {}, (1000, 1001), "moons", nothing, no_path_check, id="LqKFD-rows-1000"),
-    pytest.param(LqKFD, {}, (2000, 2001), "corners", union_setup, union_check(1000), id="LqKFD-union-check-2000"),
+    pytest.param(
+        LqKFD,
+        {"multi_class": "ovr"},
+        (2000, 2001),
+        "corners",
+        union_setup,
+        union_check(1000),
+        id="LqKFD-union-check-2000",
+    ),
     pytest.param(LqKFD, {}, (5000, 5001), "moons", subset_setup, calibration_check, id="LqKFD-calibration-rows-5000"),
 ]
 
@@ -550,7 +558,7 @@ def test_lq_kfd_q_auto_across_the_low_rank_switch(monkeypatch, data, sigma):
             lq_setup(patch, calls)
             model = LqKFD(q="auto", sigma=sigma, random_state=0).fit(X, y)
         lq_solver_check(lq_kfd.AUTO_LOWRANK_TOL)(model, n, above, calls)
-        per_class = len(model.classes_) > 2
+        per_class = model.multi_class_ == "ovr"  # one path per class; the multinomial model has one
         paths = model.rho_path_ if per_class else [model.rho_path_]
         chosen = model.loo_q_ if per_class else [model.loo_q_]
         for path, q in zip(paths, chosen):

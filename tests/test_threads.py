@@ -528,7 +528,7 @@ def test_one_vs_rest_classes_on_two_threads_label_their_log_lines(monkeypatch, c
     monkeypatch.setattr(_threads, "TASKS_MIN_WORK", 0.0)
     X, y = _blobs(150, 3, 23, n_classes=3)
     rounds = _threads.TaskThreads.rounds_on_threads
-    LqKFD(sigma=1.0, n_jobs=2, verbose=1, random_state=0).fit(X, y)
+    LqKFD(sigma=1.0, n_jobs=2, verbose=1, random_state=0, multi_class="ovr").fit(X, y)
     assert _threads.TaskThreads.rounds_on_threads > rounds
     lines = capsys.readouterr().out.splitlines()
     per_rho = [line for line in lines if "rho = " in line and "retained" in line]

@@ -6,11 +6,11 @@ from conftest import assert_close_scaled, assert_same_model
 from naive import rbf
 
 import kfdnumba._multinomial as mn
-from kfdnumba import KFD, DDAClassifier, LqKFD, MatchingPursuitKFD, ReformativeKFD, SparseGreedyKFD
+from kfdnumba import DDA, KFD, DDAClassifier, LqKFD, MatchingPursuitKFD, ReformativeKFD, SparseGreedyKFD
 from kfdnumba._kernels import auto_sigma, checked_kernel
 from kfdnumba._loo import refit_on_rows
 
-WEIGHTED = [KFD, SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD]
+WEIGHTED = [KFD, SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD, LqKFD]
 
 
 def assert_same_points_and_model(one, two, X):
@@ -45,16 +45,28 @@ def test_integer_weights_give_the_model_of_repeated_rows(cls):
 
 
 @pytest.mark.parametrize("cls", WEIGHTED)
-def test_two_classes_weighted_fit_is_the_multinomial_form_and_repeats_rows(cls):
-    """Two classes: the weighted model (multinomial form) of weights 2k equals k repeats of weight 2."""
+def test_two_classes_integer_weights_give_the_multinomial_model_of_repeated_rows(cls):
+    """Two classes: the weighted model is the multinomial form, which multi_class="multinomial" fits unweighted."""
     X, y = blobs(80, 2, 3)
-    k = np.random.default_rng(4).integers(1, 3, size=y.shape[0])
-    weighted = cls(random_state=0).fit(X, y, sample_weight=2.0 * k)
-    repeated = cls(random_state=0).fit(np.repeat(X, k, axis=0), np.repeat(y, k), sample_weight=np.full(k.sum(), 2.0))
-    assert weighted.multi_class_ == "multinomial" and weighted.decision_function(X).shape == (80,)
+    w = np.random.default_rng(4).integers(0, 4, size=y.shape[0])
+    w[:2] = 1
+    weighted = cls(random_state=0).fit(X, y, sample_weight=w.astype(float))
+    repeated = cls(random_state=0, multi_class="multinomial").fit(np.repeat(X, w, axis=0), np.repeat(y, w))
+    assert weighted.multi_class_ == repeated.multi_class_ == "multinomial"
+    assert weighted.decision_function(X).shape == (80,)
     assert_same_points_and_model(weighted, repeated, X)
     proba = weighted.predict_proba(X)
     np.testing.assert_array_equal(proba[:, 1] > 0.5, weighted.decision_function(X) > 0)
+    binary = cls(random_state=0).fit(np.repeat(X, w, axis=0), np.repeat(y, w))
+    assert binary.multi_class_ == "binary"  # "auto": the method's own two-class model when unweighted
+
+
+@pytest.mark.parametrize("cls", WEIGHTED)
+def test_one_vs_rest_refuses_weights_by_name(cls):
+    X, y = blobs(60, 3, 3)
+    with pytest.raises(ValueError, match="multi_class='ovr'"):
+        cls(multi_class="ovr").fit(X, y, sample_weight=np.arange(60) % 3 + 1.0)
+    cls(multi_class="ovr").fit(X, y, sample_weight=np.ones(60))  # unit weights: the unweighted fit
 
 
 @pytest.mark.parametrize("cls", WEIGHTED)
@@ -180,15 +192,24 @@ def test_bad_class_weight_is_named(class_weight, error, match):
         KFD(class_weight=class_weight).fit(X, y)
 
 
-@pytest.mark.parametrize("cls", [LqKFD, DDAClassifier])
-def test_estimators_without_weights_refuse_them(cls):
+@pytest.mark.parametrize("cls", [DDA, DDAClassifier])
+def test_dda_refuses_weights_as_scikit_learn_estimators_without_them_do(cls):
+    """DDA's criterion averages over pairs and its size is chosen by inner cross-validation: no weights."""
+    from sklearn.utils.validation import has_fit_parameter
+
     X, y = blobs(60, 2, 19)
+    assert not has_fit_parameter(cls(), "sample_weight")  # meta-estimators see that it takes none
     with pytest.raises(TypeError, match="sample_weight"):
         cls().fit(X, y, sample_weight=np.ones(60))
     assert "class_weight" not in cls().get_params()
 
 
-def test_a_paper_model_refuses_weights():
+@pytest.mark.parametrize(
+    "model",
+    [SparseGreedyKFD(stop="paper", C=1.0, threshold="qp"), LqKFD(rho=0.01)],
+    ids=["SparseGreedyKFD", "LqKFD"],
+)
+def test_a_paper_model_refuses_weights(model):
     X, y = blobs(60, 2, 20)
     with pytest.raises(ValueError, match="leave-one-out model"):
-        SparseGreedyKFD(stop="paper", C=1.0, threshold="qp").fit(X, y, sample_weight=np.full(60, 2.0))
+        model.fit(X, y, sample_weight=np.full(60, 2.0))
