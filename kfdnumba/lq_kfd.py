@@ -950,7 +950,12 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
         Rank r of the low-rank factor (None on the exact path).
     support_, support_vectors_, dual_coef_, classes_, n_features_in_, kernel_
         See :class:`kfdnumba._base.KernelClassifier`. For more than two classes
-        (one-vs-rest) the method-specific attributes are lists, one per class.
+        with ``multi_class="ovr"`` the method-specific attributes are lists, one per class.
+
+    A multinomial model (``multi_class_ == "multinomial"``) has instead the attributes of
+    the multinomial model (:ref:`multiclass`) and ``rho_path_`` (ρ, PRESS at the
+    chosen checkpoint, points retained, chosen size, q per fit of the path), ``loo_rho_``,
+    ``loo_q_``, ``n_iter_`` (eq. (8) steps over the whole path), ``solver_`` and ``rank_``.
     """
 
     rho: float | str = "auto"

@@ -157,7 +157,7 @@ def test_dda_output_names_and_containers(name):
         model.set_output(transform="xarray")
 
 
-@pytest.mark.parametrize("name", ["KFD", "SparseGreedyKFD", "ReformativeKFD", "MatchingPursuitKFD"])
+@pytest.mark.parametrize("name", ["KFD", "SparseGreedyKFD", "ReformativeKFD", "MatchingPursuitKFD", "LqKFD"])
 def test_metadata_routing_routes_sample_weight_to_fit(name):
     import kfdnumba
 
