@@ -10,7 +10,8 @@ fastrvm's; ``NUMBA_NUM_THREADS`` is fixed when Numba is imported, so it is not
 relied on). Models, on each set:
 
 * every kfdnumba estimator (``KFD``, ``SparseGreedyKFD``, ``ReformativeKFD``,
-  ``MatchingPursuitKFD``, ``LqKFD``) with its defaults, ``sigma="auto"`` (USPS:
+  ``MatchingPursuitKFD``, ``LqKFD``, and ``LqKFD-multinomial``: LqKFD with
+  ``multi_class="multinomial"``, its default being one-vs-rest) with its defaults, ``sigma="auto"`` (USPS:
   σ = 8, the σ of ``benchmarks/usps.py``), ``random_state=0``, ``n_jobs=1``;
   Numba compilation is done on a small subset first and not timed. ``KFD`` (every
   training point kept, an n × n problem) is skipped above ``--kfd-max-n`` points;
@@ -57,7 +58,9 @@ for path in (ROOT, ROOT / "benchmarks"):
 
 from _common import RIDGE_ALPHAS, make_data, markdown_table, write_results  # noqa: E402
 
-OURS = ["KFD", "SparseGreedyKFD", "ReformativeKFD", "MatchingPursuitKFD", "LqKFD"]
+OURS = ["KFD", "SparseGreedyKFD", "ReformativeKFD", "MatchingPursuitKFD", "LqKFD", "LqKFD-multinomial"]
+#: rows that fit one of ours with other than its defaults: (estimator, parameters)
+VARIANTS = {"LqKFD-multinomial": ("LqKFD", {"multi_class": "multinomial"})}
 PEERS = ["SVC", "Nystroem", "RVC"]
 METHODS = OURS + PEERS
 SETS = ["digits", "usps", "gauss20"]
@@ -214,12 +217,13 @@ def run_split(methods, X, y, X_test, y_test, sigma_spec, args, warmed):
             out[name] = {"status": f"skipped: n = {X.shape[0]} > --kfd-max-n {args.kfd_max_n} (n × n problem)"}
             print(f"  {name:34s} {out[name]['status']}", flush=True)
             continue
-        cls = table[name]
-        if name not in warmed:
+        base, params = VARIANTS.get(name, (name, {}))
+        cls = table[base]
+        if base not in warmed:
             warm_up(cls, X, y)
-            warmed.add(name)
+            warmed.add(base)
         try:
-            model = cls(sigma=sigma, random_state=0, n_jobs=1)
+            model = cls(sigma=sigma, random_state=0, n_jobs=1, **params)
             res = timed(model, X, y, X_test, y_test)
             res.update(status="ok", kept=int(model.n_retained_))
         except (ValueError, MemoryError) as exc:

@@ -2,10 +2,11 @@
 Several classes: the multinomial model, discriminant coordinates and DDA
 ========================================================================
 
-With more than two classes, every kernel classifier fits one multinomial model by default
-(``multi_class="auto"``). The model is a least-squares fit of the class indicator matrix on the
-kernel columns of one set of points chosen for every class (jointly by the greedy methods; by
-kFDA_q for each class against the rest, their union, in ``LqKFD``), followed by a linear
+With more than two classes, every kernel classifier but ``LqKFD`` fits one multinomial model by
+default (``multi_class="auto"``; ``LqKFD`` fits it with ``multi_class="multinomial"``). The model
+is a least-squares fit of the class indicator matrix on the kernel columns of one set of points
+chosen for every class (jointly by the greedy methods; by kFDA_q for each class against the rest,
+their union, in ``LqKFD``), followed by a linear
 discriminant analysis (LDA) of its leave-one-out outputs (the optimal-scoring form of Fisher's
 discriminant). ``multi_class="ovr"`` fits one model per class against the rest on the union of
 the points the classes chose. In both cases ``decision_function`` returns one column per class
@@ -23,7 +24,7 @@ embeddings.
 # -----------------------------
 # 178 wines, 13 chemical measurements, 3 cultivars; standardised features (``sigma="auto"``
 # takes σ² as the total variance of the features). Each classifier is fitted with its
-# defaults (``multi_class_`` says which model that is) and with ``multi_class="ovr"``.
+# defaults (``multi_class_`` says which model that is) and with the other choice.
 import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.datasets import load_digits, load_wine
@@ -40,7 +41,8 @@ X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
 
 print(f"{'':>19}  {'model':<11}  {'accuracy':>8}  {'points':>6}")
 for name, cls in registered_estimators().items():
-    for options in ({}, {"multi_class": "ovr"}):
+    other = "multinomial" if name == "LqKFD" else "ovr"  # LqKFD: one-vs-rest by default
+    for options in ({}, {"multi_class": other}):
         model = cls(random_state=0, **options).fit(X_train, y_train)
         scores = model.decision_function(X_test)
         proba = model.predict_proba(X_test)

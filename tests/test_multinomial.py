@@ -157,7 +157,7 @@ def test_two_classes_give_the_binary_model():
 @pytest.mark.parametrize("cls", SPARSE)
 def test_multinomial_keeps_one_support_for_every_class(cls):
     X, y = blobs(160, 5, 6, spread=1.2)
-    model = cls(random_state=0).fit(X, y)
+    model = cls(random_state=0, multi_class="multinomial").fit(X, y)
     ovr = cls(random_state=0, multi_class="ovr").fit(X, y)
     assert model.multi_class_ == "multinomial" and ovr.multi_class_ == "ovr"
     assert model.dual_coef_.shape == (model.n_retained_, 5)
@@ -219,9 +219,9 @@ def test_multinomial_model_is_the_same_on_one_and_two_threads(cls, n, monkeypatc
 
     monkeypatch.setattr(_threads, "TASKS_MIN_WORK", 0.0)  # LqKFD: the classes' kFDA_q runs on both threads
     X, y = blobs(n, 6, 10, spread=1.5)
-    one = cls(random_state=0, n_jobs=1).fit(X, y)
+    one = cls(random_state=0, n_jobs=1, multi_class="multinomial").fit(X, y)
     with force_parallel():
-        two = cls(random_state=0, n_jobs=2).fit(X, y)
+        two = cls(random_state=0, n_jobs=2, multi_class="multinomial").fit(X, y)
     assert_same_model(one, two, X)
 
 
@@ -257,7 +257,8 @@ def test_ordered_path_prices_the_prefixes_of_a_given_order():
 
 def test_lqkfd_multinomial_model_follows_its_rho_path():
     X, y = blobs(120, 3, 13)
-    model = LqKFD(random_state=0).fit(X, y)
+    assert LqKFD(random_state=0).fit(X, y).multi_class_ == "ovr"  # "auto": one-vs-rest unweighted
+    model = LqKFD(random_state=0, multi_class="multinomial").fit(X, y)
     table = model.rho_path_  # (ρ, PRESS, retained, chosen size, q) per fit of the path
     assert model.multi_class_ == "multinomial" and model.solver_ == "exact"
     assert model.loo_rho_ in table[:, 0] and model.n_retained_ <= table[:, 2].max()

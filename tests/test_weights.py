@@ -38,7 +38,7 @@ def test_integer_weights_give_the_model_of_repeated_rows(cls):
     w = np.random.default_rng(1).integers(0, 4, size=y.shape[0])
     order = np.random.default_rng(2).permutation(y.shape[0])  # the weighted rows in another order
     weighted = cls(random_state=0).fit(X[order], y[order], sample_weight=w[order].astype(float))
-    repeated = cls(random_state=0).fit(np.repeat(X, w, axis=0), np.repeat(y, w))
+    repeated = cls(random_state=0, multi_class="multinomial").fit(np.repeat(X, w, axis=0), np.repeat(y, w))
     assert weighted.multi_class_ == repeated.multi_class_ == "multinomial"
     assert_same_points_and_model(weighted, repeated, X)
     np.testing.assert_allclose(weighted.transform(X), repeated.transform(X), atol=1e-6 * np.abs(X).max() + 1e-6)
