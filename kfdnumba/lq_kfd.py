@@ -100,12 +100,15 @@ Problems above ``max_memory_gb`` are refused with a clear error rather than swap
 
 A weighted fit (``multi_class="auto"``, the default with ``rho="auto"``), or ``"multinomial"``
 for any fit (beyond the paper, whose last section leaves a sparse multinomial kFDA open): each
-class against the rest (one problem with two classes) is fitted along the ρ path, the union of
-the retained points is ordered by their largest coefficient and priced as the multinomial model
-of :mod:`kfdnumba._multinomial` (one λ for the class indicator matrix, LDA of its leave-one-out
-outputs). Not a group-Lq penalty: a point is retained for one class's problem and every class's
-outputs use it. ``"ovr"``, and ``"auto"`` unweighted: one kFDA_q model per class, the paper's
-(more accurate than the union on digits and USPS, the class docstring).
+class against the rest (one problem with two classes) is fitted along its ρ path; each fit's
+retained points, largest coefficient first, are priced at the checkpoints of the class's
+two-class indicator fit (:func:`kfdnumba._multinomial.ordered_path`), and the class keeps the
+smallest checkpoint of any ρ within one standard error of its fewest leave-one-out errors. The
+model is the multinomial model of :mod:`kfdnumba._multinomial` on the union of the classes'
+points (one λ for the class indicator matrix, LDA of its leave-one-out outputs). Not a group-Lq
+penalty: a point is chosen for one class's problem and every class's outputs use it. ``"ovr"``,
+and ``"auto"`` unweighted: one kFDA_q model per class, the paper's (more accurate than the
+multinomial model on digits and USPS, the class docstring).
 
 Weights (``sample_weight``, ``class_weight``): a row of weight w counts as w copies, and a repeated
 row's α is split evenly over its copies, so the objective of the repeated rows is
@@ -503,23 +506,15 @@ LOO_PATIENCE = 10
 LOO_MAX_PREFIX = 500
 
 
-def _union_order(runs, root: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Return the points retained by any run, the largest coefficient per unit weight first.
+def _support_order(run, root: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Return a fit's retained points, the largest coefficient per unit weight (``|v_j| / s_j``) first.
 
-    A point's size is ``|v_j| / s_j`` (what one copy holds), each run's scaled to its largest, the largest over
-    the runs; one point per group of identical rows (its copies hold equal coefficients).
+    One point per group of identical rows (its copies hold equal coefficients).
     """
-    score = np.zeros(root.shape[0])
-    for run in runs:
-        if run is None:
-            continue
-        alpha = run["active"] > 0
-        idx = run["active"][alpha] - 1
-        size = np.abs(run["omega"][alpha]) / root[idx]
-        if size.shape[0] and size.max() > 0.0:
-            score[idx] = np.maximum(score[idx], size / size.max())
-    kept = np.flatnonzero(score > 0.0)
-    order = kept[np.lexsort((kept, -score[kept]))]
+    alpha = run["active"] > 0
+    kept = run["active"][alpha] - 1
+    size = np.abs(run["omega"][alpha]) / root[kept]
+    order = kept[np.lexsort((kept, -size))]
     first = np.unique(groups[order], return_index=True)[1]
     return order[np.sort(first)]
 
@@ -1340,13 +1335,9 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
     def _joint_model(self, X, encoded, rng, spec, weights):
         """Fit the multinomial form with the Lq selection (``multi_class``; a weighted fit): ``rho="auto"`` only.
 
-        Each class against the rest (one problem with two classes) is fitted by kFDA_q along the ρ path, on
-        the weighted rows (:class:`_Weighting`; warm-started chains as in :meth:`_fit_rho_path`); the union of
-        their retained points, largest coefficient per unit weight first (each class's scaled to its
-        largest), is priced by the multinomial model's checkpoints
-        (:func:`kfdnumba._multinomial.ordered_path`). The model is the smallest checkpoint, over the whole
-        path, within one standard error of the fewest leave-one-out errors (then the larger ρ, the larger
-        q), fitted as :func:`kfdnumba._multinomial.model_on_points` does.
+        Each class against the rest (one problem with two classes) chooses its points along its own ρ path
+        on the weighted rows (:meth:`_class_path`, :class:`_Weighting`); the model is the multinomial one on
+        their union, fitted as :func:`kfdnumba._multinomial.model_on_points` does.
         """
         n_classes = self.classes_.shape[0]
         rows = self._joint_rows(X, encoded, rng)
@@ -1370,37 +1361,72 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
             KS = self.kernel_.columns(Xs, S)
             return KS, KS[S]
 
+        width = gram.n if gram.rank is None else gram.rank
+        work = 50.0 * len(problems) * gram.n * width * width  # as _fit_one_vs_rest's
+        labels = [1] if n_classes == 2 else list(range(n_classes))
+        picks = self._classes_on_threads(  # each class's path reads the gram and writes only its own state
+            lambda t: self._class_path(gram, problems[t], es == labels[t], ws, total, groups, gram_of),
+            len(problems),
+            work,
+        )
+        S = np.concatenate([pick["points"] for pick in picks])
+        S = S[np.sort(np.unique(groups[S], return_index=True)[1])]  # the union, one point per distinct row
+        fit = None
+        if rows is None:  # the union on the whole λ grid
+            KS, KSS = gram_of(S)
+            fit = ridge_loo(KS, KSS, Y, es, lambdas, "l2", ws)
+        self._log(f"leave-one-out: the union of the classes' points, {S.shape[0]} points")
+        one = n_classes == 2  # one problem: its values; else a list per class
+
+        def per_class(key):
+            return picks[0][key] if one else [pick[key] for pick in picks]
+
+        info = {key: per_class(key) for key in ("rho_path", "loo_rho", "loo_q", "path_sizes", "path_loo_errors")}
+        info.update(
+            path_press=per_class("path_press"),
+            stop_reason=per_class("stop_reason"),
+            solver=gram.solver,
+            rank=gram.rank,
+            n_iter=sum(pick["n_iter"] for pick in picks),
+        )
+        return model_on_points(self.kernel_, X, encoded, n_classes, sel[S], "l2", "auto", rows, weights, info, fit)
+
+    def _class_path(self, gram, targets, positive, weights, total, groups, gram_of) -> dict:
+        """Choose one class's points against the rest along the ρ path.
+
+        kFDA_q at each (ρ, q); its retained points (largest coefficient per unit weight first) priced at the
+        checkpoints of the class's own two-class indicator fit (:func:`kfdnumba._multinomial.ordered_path`);
+        the chosen points are the smallest checkpoint of any ρ within one standard error of the fewest
+        leave-one-out errors (:func:`_one_se_pick`).
+        """
+        n = gram.n
+        Y = indicators(positive.astype(np.intp), 2)
+        lambdas = refit_lambdas(total, "auto")
         qs = AUTO_QS if self.q == "auto" else (float(self.q),)
         # the start: every copy's coefficient 1 (ω = 1 unweighted, v = s weighted), the ridge solution next
         start = np.ones(n + 1) if gram.weighting is None else gram.weighting.scale.copy()
-        chains = [(np.arange(n + 1, dtype=np.int64), start)] * len(problems)
+        chains = [(np.arange(n + 1, dtype=np.int64), start)]
+        root = np.ones(n) if gram.weighting is None else gram.weighting.root
         table, paths = [], []
-        best, worse = np.inf, 0
-        width = gram.n if gram.rank is None else gram.rank
-        work = 50.0 * len(problems) * gram.n * width * width  # as _fit_one_vs_rest's
-        steps = 0  # eq. (8) steps over the whole path (n_iter_)
+        best, worse, steps = np.inf, 0, 0
         for rho in AUTO_RHOS:
             if worse >= AUTO_RHO_PATIENCE:
                 break
             at_rho = np.inf
             for q in qs:
-                runs = self._classes_on_threads(  # each class's run reads the gram and writes its own chain
-                    lambda t, rho=rho, q=q: self._joint_run(gram, problems[t], rho, q, chains, t, q == qs[0]),
-                    len(problems),
-                    work,
-                )
-                steps += sum(run["n_solves"] for run in runs if run is not None)
-                order = _union_order(runs, root, groups)[:LOO_MAX_PREFIX]
-                if order.shape[0] == 0:
+                run = self._joint_run(gram, targets, rho, q, chains, 0, q == qs[0])
+                if run is None:
                     continue
-                path = ordered_path(gram_of, order, Y, es, lambdas, "l2", None, ws)
+                steps += run["n_solves"]
+                order = _support_order(run, root, groups)[:LOO_MAX_PREFIX]
+                path = ordered_path(gram_of, order, Y, Y[:, 1].astype(np.intp), lambdas, "l2", None, weights)
                 k = path.chosen()
                 table.append((rho, path.fits[k].press, order.shape[0], path.sizes[k], q))
                 paths.append((rho, q, path))
                 at_rho = min(at_rho, float(path.errors.min()))
                 self._log(f"rho = {rho:.3g}, q = {q:g}: {order.shape[0]} retained, {path.sizes[k]} chosen")
             if not np.isfinite(at_rho):
-                if all(chain is None for chain in chains):
+                if chains[0] is None:
                     break  # every α pruned: larger ρ cannot bring one back
                 continue
             se = math.sqrt(best * max(1.0 - best / total, 0.0)) if np.isfinite(best) else 0.0
@@ -1409,13 +1435,9 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
         if not paths:
             raise ValueError("LqKFD pruned every coefficient at every rho of the path (degenerate data or sigma).")
         rho, q, path, k = _one_se_pick(paths, total)
-        S = path.selected[: path.sizes[k]]
-        fit = None
-        if rows is None:  # the chosen prefix on the whole λ grid
-            KS, KSS = gram_of(S)
-            fit = ridge_loo(KS, KSS, Y, es, lambdas, "l2", ws)
-        self._log(f"leave-one-out: rho = {rho:.3g}, q = {q:g}, {S.shape[0]} points")
-        info = {
+        self._log_class_end()
+        return {
+            "points": path.selected[: path.sizes[k]],
             "rho_path": np.asarray(table),
             "loo_rho": rho,
             "loo_q": q,
@@ -1423,11 +1445,8 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
             "path_loo_errors": path.errors,
             "path_press": path.press,
             "stop_reason": path.stop,
-            "solver": gram.solver,
-            "rank": gram.rank,
             "n_iter": steps,
         }
-        return model_on_points(self.kernel_, X, encoded, n_classes, sel[S], "l2", "auto", rows, weights, info, fit)
 
     def _joint_run(self, gram, targets, rho, q, chains, t, leads):
         """kFDA_q at (ρ, q) from problem t's chain (updated when q ``leads`` it); None when nothing is retained."""

@@ -167,7 +167,15 @@ def test_multinomial_keeps_one_support_for_every_class(cls):
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
     assert (model.classes_[proba.argmax(axis=1)] == model.predict(X)).all()
     assert (model.decision_function(X).argmax(axis=1) == proba.argmax(axis=1)).all()
-    assert model.path_sizes_.shape == model.path_loo_errors_.shape
+    sizes, errors = (
+        (model.path_sizes_, model.path_loo_errors_)
+        if cls is not LqKFD
+        else (  # LqKFD: per class
+            np.concatenate(model.path_sizes_),
+            np.concatenate(model.path_loo_errors_),
+        )
+    )
+    assert sizes.shape == errors.shape
 
 
 def test_transform_gives_whitened_discriminant_coordinates():
@@ -255,14 +263,20 @@ def test_ordered_path_prices_the_prefixes_of_a_given_order():
     assert path.sizes[-1] == 40 or (grown and path.stop.startswith("the leave-one-out errors"))
 
 
-def test_lqkfd_multinomial_model_follows_its_rho_path():
+def test_lqkfd_multinomial_model_is_the_union_of_each_class_s_choice():
     X, y = blobs(120, 3, 13)
     assert LqKFD(random_state=0).fit(X, y).multi_class_ == "ovr"  # "auto": one-vs-rest unweighted
     model = LqKFD(random_state=0, multi_class="multinomial").fit(X, y)
-    table = model.rho_path_  # (ρ, PRESS, retained, chosen size, q) per fit of the path
     assert model.multi_class_ == "multinomial" and model.solver_ == "exact"
-    assert model.loo_rho_ in table[:, 0] and model.n_retained_ <= table[:, 2].max()
-    assert model.n_retained_ in table[:, 3]
+    assert len(model.rho_path_) == len(model.loo_rho_) == 3  # each class against the rest: its own ρ path
+    chosen = []
+    for table, rho, sizes in zip(model.rho_path_, model.loo_rho_, model.path_sizes_):
+        # (ρ, PRESS, retained, chosen size, q) per fit; the class's chosen size is one of its checkpoints
+        assert rho in table[:, 0] and set(table[:, 3]) <= set(range(1, int(table[:, 2].max()) + 1))
+        chosen.append(sizes)
+    assert model.n_retained_ <= sum(int(t[:, 2].max()) for t in model.rho_path_)
+    binary = LqKFD(random_state=0, multi_class="multinomial").fit(X[y < 2], y[y < 2])
+    assert np.ndim(binary.loo_rho_) == 0 and binary.rho_path_.shape[1] == 5  # two classes: one problem
 
 
 # ------------------------------------------------------------------------------------ KFD

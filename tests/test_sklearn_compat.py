@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import all_estimators, two_blobs
 
-from kfdnumba import KFD
+from kfdnumba import KFD, LqKFD
 
 sklearn = pytest.importorskip("sklearn")
 
@@ -57,9 +57,20 @@ def _check_targets():
     return [cls() for _, cls in ESTIMATORS] + [DDA(), DDAClassifier()]
 
 
+def _check_id(estimator) -> str:
+    return type(estimator).__name__ + ("-multinomial" if getattr(estimator, "multi_class", "") == "multinomial" else "")
+
+
+#: The one check an estimator's defaults fail, and why. LqKFD's default for more than two classes is one-vs-rest
+#: (more accurate than its multinomial model, benchmarks/results/multiclass.md) and its weighted fit is the
+#: multinomial form, so weights on 3 classes (the check's data) equal repeated rows only with
+#: multi_class="multinomial": checked below with every other check.
+KNOWN_FAILURES = {"LqKFD": {"check_sample_weight_equivalence_on_dense_data"}}
+
+
 @pytest.mark.filterwarnings("ignore:Estimator .* does not inherit:UserWarning")
 @pytest.mark.filterwarnings("ignore::kfdnumba.NoSkillWarning")  # several checks fit labels without signal
-@pytest.mark.parametrize("estimator", _check_targets(), ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("estimator", _check_targets() + [LqKFD(multi_class="multinomial")], ids=_check_id)
 def test_check_estimator(estimator):
     from sklearn.utils.estimator_checks import check_estimator
 
@@ -67,7 +78,7 @@ def test_check_estimator(estimator):
     failed = {r["check_name"]: str(r["exception"]) for r in results if r["status"] not in ("passed", "skipped")}
     skipped = {r["check_name"] for r in results if r["status"] == "skipped"}
     assert skipped <= {"check_array_api_input"}, skipped  # the array API needs SCIPY_ARRAY_API=1
-    assert not failed, failed
+    assert set(failed) == KNOWN_FAILURES.get(_check_id(estimator), set()), failed
     assert any(r["status"] == "passed" for r in results)
 
 
