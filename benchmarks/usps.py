@@ -1,4 +1,4 @@
-"""USPS (10 classes, 7 291 training and 2 007 test points, 256 features): the sparse methods one-vs-rest.
+"""USPS (10 classes, 7 291 training and 2 007 test points, 256 features): the sparse methods with their defaults.
 
     python benchmarks/usps.py                       # every sparse method, random_state 0, σ = 8
     python benchmarks/usps.py --seeds 0 1 2 --methods ReformativeKFD
@@ -6,8 +6,9 @@
 
 The multi-class counterpart of ``benchmarks/peers.py`` (whose protocol sets are
 binary); a run writes ``benchmarks/results/usps-<task>.md``. Each estimator
-with its defaults (``selection_rows="auto"``: select on 5 000 rows, LqKFD 1 000,
-refit on every row; ``shared_support=True``; ``random_check=True``), σ = 8 for
+with its defaults (``multi_class="auto"``: the multinomial model, LqKFD one-vs-rest;
+``selection_rows="auto"``: select on 5 000 rows, LqKFD 1 000, refit on every row;
+``shared_support=True``; ``random_check=True``), σ = 8 for
 every model (not tuned), beside ``Nystroem(n_components=m) +
 RidgeClassifierCV(alphas=logspace(-6, 3, 10))`` with the same m (its
 ``n_retained_``) and σ, fitted right after it in the same process. Reported per
