@@ -35,7 +35,7 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from _common import code_block, load_splits, write_results  # noqa: E402
+from _common import code_block, load_splits, retained_of, write_results  # noqa: E402
 
 SETS = ("german", "breast_cancer")
 METHODS = ("KFD", "SparseGreedyKFD", "ReformativeKFD", "MatchingPursuitKFD", "LqKFD", "SVC")
@@ -73,8 +73,7 @@ def run(name: str, splits) -> list[dict]:
                     warnings.simplefilter("ignore")  # NoSkillWarning on a hard realisation is part of the result
                     est.fit(X, y)
                 predicted = est.predict(X_test)
-                kept = getattr(est, "n_retained_", None)
-                kept = float(kept if kept is not None else est.n_support_.sum())
+                kept = float(retained_of(est))
                 values.append(
                     (
                         100.0 * float(np.mean(predicted != y_test)),

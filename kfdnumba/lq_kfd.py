@@ -481,9 +481,7 @@ def _support_loo(columns, y: np.ndarray, active: np.ndarray, omega: np.ndarray) 
     paths it stops ``LOO_PATIENCE`` columns after the best prefix, and it
     prices at most ``LOO_MAX_PREFIX`` columns.
     """
-    is_alpha = active > 0
-    order = np.argsort(-np.abs(omega[is_alpha]), kind="stable")
-    support = active[is_alpha][order][:LOO_MAX_PREFIX] - 1
+    support = _support_order(active, omega)[:LOO_MAX_PREFIX]
     n = y.shape[0]
     path = LooPath(y, default_lambdas(n), max(1, support.shape[0]), patience=LOO_PATIENCE)
     for lo in range(0, support.shape[0], _LOO_BLOCK):
@@ -506,17 +504,30 @@ LOO_PATIENCE = 10
 LOO_MAX_PREFIX = 500
 
 
-def _support_order(run, root: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Return a fit's retained points, the largest coefficient per unit weight (``|v_j| / s_j``) first.
+def _support_order(active: np.ndarray, omega: np.ndarray, root=None, groups=None) -> np.ndarray:
+    """Return a fit's retained points (training indices), the largest coefficient per unit weight first.
 
-    One point per group of identical rows (its copies hold equal coefficients).
+    A point's size is ``|v_j| / s_j`` (``root``: s; None: 1), ties by index; with ``groups`` (the group of
+    identical rows of each point) one point per group: its copies hold equal coefficients.
     """
-    alpha = run["active"] > 0
-    kept = run["active"][alpha] - 1
-    size = np.abs(run["omega"][alpha]) / root[kept]
+    alpha = active > 0
+    kept = active[alpha] - 1
+    size = np.abs(omega[alpha]) if root is None else np.abs(omega[alpha]) / root[kept]
     order = kept[np.lexsort((kept, -size))]
+    if groups is None:
+        return order
     first = np.unique(groups[order], return_index=True)[1]
     return order[np.sort(first)]
+
+
+def _class_targets(positive: np.ndarray, root: np.ndarray, total: float) -> np.ndarray:
+    """Return ŷ of one class against the rest (eq. 1) on rows scaled by ``root`` = √w (:class:`_Weighting`).
+
+    ``W/W₊`` on the class and ``-W/W₋`` off it, W = ``total`` the rows' total weight and W₊ the class's
+    (ℓ/ℓ₊ and -ℓ/ℓ₋ unweighted).
+    """
+    mass = float(root[positive] @ root[positive])
+    return np.where(positive, total / mass, -total / (total - mass)) * root
 
 
 def _one_se_pick(paths, total: float):
@@ -1094,7 +1105,7 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
         n = gram.n
         n_pos = int(np.count_nonzero(y > 0))
         n_neg = n - n_pos
-        yhat = np.where(y > 0, n / n_pos, -n / n_neg)
+        yhat = _class_targets(y > 0, np.ones(n), float(n))
         midpoint = 0.5 * n * (1.0 / n_pos - 1.0 / n_neg)  # of the two targets: the paper's cut
         targets = gram.targets(yhat)
         state = (np.arange(n + 1, dtype=np.int64), np.ones(n + 1))  # no zero entry: first iterate = ridge
@@ -1154,7 +1165,7 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
         """
         ypm = np.where(y > 0, 1.0, -1.0)
         qs = AUTO_QS if self.q == "auto" else (float(self.q),)
-        chains = {qs[0]: state}  # the warm start of the chain
+        chain = [state]  # the warm start of the chain of qs[0]
         rho_path, picks = [], []
         best, worse = np.inf, 0  # the best PRESS so far; consecutive ρ worse than it beyond the tolerance
         failure = None  # the last ρ whose system could not be solved
@@ -1164,21 +1175,10 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
                 break
             at_rho = np.inf
             for q in qs:
-                start = chains[qs[0]]  # q < 1: from the convex fit at this ρ (a cheap, small active set)
-                if start is None:
+                run, failed = self._chain_step(gram, targets, rho, q, chain, q == qs[0])
+                failure = failed or failure
+                if run is None:
                     continue
-                try:
-                    run = self._majorize_minimize(gram, targets, float(rho), q, *start, need_outputs=False)
-                except _RhoTooSmall as exc:  # a singular system (a low-rank kernel): a larger ρ may solve it
-                    failure = exc
-                    self._log(f"rho = {rho:.3g}, q = {q:g}: {exc}")
-                    continue
-                if not np.any(run["active"] > 0):
-                    if q == qs[0]:
-                        chains[q] = None  # every α pruned: larger ρ cannot bring one back
-                    continue
-                if q == qs[0]:
-                    chains[q] = (run["active"], run["omega"])
                 path = _support_loo(gram.columns, ypm, run["active"], run["omega"])
                 choice = path.choice()
                 press = float(choice.press_path[choice.size].min())
@@ -1191,7 +1191,7 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
                 at_rho = min(at_rho, press)
                 self._log(f"rho = {rho:.3g}, q = {q:g}: {kept} retained, best prefix {choice.size}, LOO {press:.4g}")
             if not np.isfinite(at_rho):
-                if not picks and failure is not None and chains[qs[0]] is not None:
+                if not picks and failure is not None and chain[0] is not None:
                     continue  # nothing solved yet: try the next, larger ρ
                 break  # every α pruned at this ρ: no larger ρ can bring one back
             worse = worse + 1 if at_rho > (1.0 + AUTO_RHO_RTOL) * best else 0
@@ -1349,11 +1349,9 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
         total = float(n) if ws is None else float(ws.sum())
         root = np.ones(n) if ws is None else np.sqrt(ws)
         gram = self._shared_gram(Xs, ws)
-        problems = []
-        for c in [1] if n_classes == 2 else range(n_classes):
-            positive = es == c
-            mass = float(root[positive] @ root[positive])
-            problems.append(gram.targets(np.where(positive, total / mass, -total / (total - mass)) * root))
+        problems = [
+            gram.targets(_class_targets(es == c, root, total)) for c in ([1] if n_classes == 2 else range(n_classes))
+        ]
         Y = indicators(es, n_classes)
         lambdas = refit_lambdas(total, "auto")
         groups = np.unique(Xs, axis=0, return_inverse=True)[1].ravel()  # copies of a row share a group
@@ -1406,20 +1404,22 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
         qs = AUTO_QS if self.q == "auto" else (float(self.q),)
         # the start: every copy's coefficient 1 (ω = 1 unweighted, v = s weighted), the ridge solution next
         start = np.ones(n + 1) if gram.weighting is None else gram.weighting.scale.copy()
-        chains = [(np.arange(n + 1, dtype=np.int64), start)]
+        chain = [(np.arange(n + 1, dtype=np.int64), start)]
         root = np.ones(n) if gram.weighting is None else gram.weighting.root
         table, paths = [], []
         best, worse, steps = np.inf, 0, 0
+        failure = None  # the last ρ whose system could not be solved
         for rho in AUTO_RHOS:
             if worse >= AUTO_RHO_PATIENCE:
                 break
             at_rho = np.inf
             for q in qs:
-                run = self._joint_run(gram, targets, rho, q, chains, 0, q == qs[0])
+                run, failed = self._chain_step(gram, targets, rho, q, chain, q == qs[0])
+                failure = failed or failure
                 if run is None:
                     continue
                 steps += run["n_solves"]
-                order = _support_order(run, root, groups)[:LOO_MAX_PREFIX]
+                order = _support_order(run["active"], run["omega"], root, groups)[:LOO_MAX_PREFIX]
                 path = ordered_path(gram_of, order, Y, Y[:, 1].astype(np.intp), lambdas, "l2", None, weights)
                 k = path.chosen()
                 table.append((rho, path.fits[k].press, order.shape[0], path.sizes[k], q))
@@ -1427,13 +1427,15 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
                 at_rho = min(at_rho, float(path.errors.min()))
                 self._log(f"rho = {rho:.3g}, q = {q:g}: {order.shape[0]} retained, {path.sizes[k]} chosen")
             if not np.isfinite(at_rho):
-                if chains[0] is None:
+                if chain[0] is None:
                     break  # every α pruned: larger ρ cannot bring one back
                 continue
             se = math.sqrt(best * max(1.0 - best / total, 0.0)) if np.isfinite(best) else 0.0
             worse = worse + 1 if at_rho > best + se else 0
             best = min(best, at_rho)
         if not paths:
+            if failure is not None:
+                raise failure
             raise ValueError("LqKFD pruned every coefficient at every rho of the path (degenerate data or sigma).")
         rho, q, path, k = _one_se_pick(paths, total)
         self._log_class_end()
@@ -1449,20 +1451,24 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
             "n_iter": steps,
         }
 
-    def _joint_run(self, gram, targets, rho, q, chains, t, leads):
-        """kFDA_q at (ρ, q) from problem t's chain (updated when q ``leads`` it); None when nothing is retained."""
-        start = chains[t]
-        if start is None:
-            return None
+    def _chain_step(self, gram, targets, rho, q, chain, leads):
+        """kFDA_q at (ρ, q) warm-started from ``chain[0]``, the fit of the path's first q: ``(run, failure)``.
+
+        ``leads`` (q is the first): ``chain[0]`` becomes this fit, or None once every α is pruned (larger ρ
+        cannot bring one back). run is None when the chain has ended, nothing is retained or the system
+        could not be solved (then failure is the :class:`_RhoTooSmall`: a larger ρ may solve it).
+        """
+        if chain[0] is None:
+            return None, None
         try:
-            run = self._majorize_minimize(gram, targets, float(rho), q, *start, need_outputs=False)
-        except _RhoTooSmall as exc:  # a singular system: a larger ρ may solve it
+            run = self._majorize_minimize(gram, targets, float(rho), q, *chain[0], need_outputs=False)
+        except _RhoTooSmall as exc:  # a singular system (a low-rank kernel)
             self._log(f"rho = {rho:.3g}, q = {q:g}: {exc}")
-            return None
+            return None, exc
         alive = bool(np.any(run["active"] > 0))
         if leads:
-            chains[t] = (run["active"], run["omega"]) if alive else None
-        return run if alive else None
+            chain[0] = (run["active"], run["omega"]) if alive else None
+        return (run if alive else None), None
 
     # --------------------------------------------------------------- fit hooks
     def _fit_binary(self, X, y, rng):
