@@ -612,25 +612,27 @@ def calibration_rows_in(lo: int, hi: int, n: int) -> np.ndarray:
     return np.flatnonzero((np.arange(lo, hi, dtype=np.float64) * _GOLDEN) % 1.0 < CALIBRATION_ROWS / n)
 
 
-def logistic_slope(s: np.ndarray, y: np.ndarray, start: float) -> float:
+def logistic_slope(s: np.ndarray, y: np.ndarray, start: float, weights=None) -> float:
     """β ∈ (0, start] maximising ``Σ log σ(y_i β s_i)``: the logistic fit of the labels on the outputs, no offset.
 
     ``s``: outputs less the cut; ``y`` ±1; ``start``: where the search starts, also the cap (the
     likelihood's maximum beyond it is a separable set's β → ∞). ``_store_expansions`` passes the Gaussian
     log odds as ``s`` and 1, so β is the factor κ ≤ 1 of the Gaussian slope. The log-likelihood is concave
-    in β: safeguarded Newton steps within a bracket.
+    in β: safeguarded Newton steps within a bracket. ``weights``: the rows' weights (None: all 1).
     """
     ys = y * s
+    w = np.ones(ys.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
+    wys = w * ys
     lo, hi = 0.0, float(start)
 
     def gradient(beta):
         p = 0.5 * (1.0 - np.tanh(0.5 * beta * ys))  # σ(-y β s), without overflow
-        return float(np.dot(ys, p)), float(np.dot(ys * ys, p * (1.0 - p)))
+        return float(np.dot(wys, p)), float(np.dot(wys * ys, p * (1.0 - p)))
 
     g, h = gradient(hi)
     if g >= 0.0:  # still rising at the Gaussian slope: keep it
         return hi
-    if not float(np.sum(ys)) > 0.0:  # falling from β = 0 on: the outputs do not separate the classes
+    if not float(np.sum(wys)) > 0.0:  # falling from β = 0 on: the outputs do not separate the classes
         return hi * 1e-9
     beta = hi
     for _ in range(100):
@@ -643,19 +645,28 @@ def logistic_slope(s: np.ndarray, y: np.ndarray, start: float) -> float:
         if hi - lo <= 1e-12 * hi:
             break
         g, h = gradient(beta)
-        if abs(g) <= 1e-12 * float(np.sum(np.abs(ys))):
+        if abs(g) <= 1e-12 * float(np.sum(np.abs(wys))):
             break
     return beta
 
 
-def class_moments(values: np.ndarray, positive: np.ndarray) -> np.ndarray:
-    """``[[n₋, mean₋, M2₋], [n₊, mean₊, M2₊]]`` of 1-D values (M2: centred sum of squares; zeros for no rows)."""
+def class_moments(values: np.ndarray, positive: np.ndarray, weights=None) -> np.ndarray:
+    """``[[n₋, mean₋, M2₋], [n₊, mean₊, M2₊]]`` of 1-D values (M2: centred sum of squares; zeros for no rows).
+
+    ``weights``: the rows' weights (a row of weight w counts as w rows: n is the total weight).
+    """
     out = np.zeros((2, 3))
     for k, side in enumerate((~positive, positive)):
         part = values[side]
         if part.shape[0]:
-            mean = part.mean()
-            out[k] = part.shape[0], mean, np.sum((part - mean) ** 2)
+            if weights is None:
+                mean = part.mean()
+                out[k] = part.shape[0], mean, np.sum((part - mean) ** 2)
+            else:
+                w = weights[side]
+                total = float(w.sum())
+                mean = float(w @ part) / total
+                out[k] = total, mean, float(w @ (part - mean) ** 2)
     return out
 
 
@@ -667,14 +678,21 @@ SEPARATE_VARIANCE_BIC = 10.0
 SEPARATE_VARIANCE_GAIN = 0.1
 
 
+#: A class's spread (centred sum of squares) below ``(SPREAD_RTOL · |mean|)²`` per row is rounding, not spread:
+#: three identical outputs summed in another order left 4e-32, which made the separate-variance cut the class mean.
+SPREAD_RTOL = 1e-9
+
+
 def separate_variance_evidence(moments: np.ndarray) -> float:
     """BIC difference for two Gaussian class-conditionals with separate rather than one pooled variance.
 
     ``ℓ log v̂ - ℓ₊ log v̂₊ - ℓ₋ log v̂₋ - log ℓ`` (maximum-likelihood variances, one
-    extra parameter); -inf when a class has fewer than 2 rows or no spread.
+    extra parameter); -inf when a class has fewer than 2 rows or no spread: a spread within rounding of
+    the class means (``SPREAD_RTOL``), as identical outputs leave, counts as none.
     """
-    (n_neg, _, s_neg), (n_pos, _, s_pos) = moments
-    if n_pos < 2 or n_neg < 2 or not (s_pos > 0 and s_neg > 0):
+    (n_neg, m_neg, s_neg), (n_pos, m_pos, s_pos) = moments
+    floor = (SPREAD_RTOL * max(abs(m_neg), abs(m_pos))) ** 2 * (n_pos + n_neg)
+    if n_pos < 2 or n_neg < 2 or not (s_pos > floor and s_neg > floor):
         return -np.inf
     n = n_pos + n_neg
     ratio = n * np.log((s_pos + s_neg) / n) - n_pos * np.log(s_pos / n_pos) - n_neg * np.log(s_neg / n_neg)
@@ -763,13 +781,13 @@ def cut_from_moments(kind: str, moments: np.ndarray) -> float | None:
     return float(inside[np.argmin(np.abs(inside - middle))])
 
 
-def bayes_threshold(output: np.ndarray, positive: np.ndarray) -> float | None:
+def bayes_threshold(output: np.ndarray, positive: np.ndarray, weights=None) -> float | None:
     """Where the Gaussian class-conditionals of the training outputs, times the priors, cross.
 
     Solves ``log p₊ N(f; m₊, v₊) = log p₋ N(f; m₋, v₋)`` (a quadratic in f) for the
     root between the class means; None when there is none (the caller keeps the midpoint).
     """
-    return cut_from_moments("bayes", class_moments(output, positive))
+    return cut_from_moments("bayes", class_moments(output, positive, weights))
 
 
 def _merge_identical_points(X: np.ndarray, support: np.ndarray, coef: np.ndarray):
@@ -793,11 +811,14 @@ def _merge_identical_points(X: np.ndarray, support: np.ndarray, coef: np.ndarray
     return support[first[order]], merged
 
 
-def pooled_class_stats(output: np.ndarray, positive: np.ndarray) -> tuple[float, float, float]:
+def pooled_class_stats(output: np.ndarray, positive: np.ndarray, weights=None) -> tuple[float, float, float]:
     """Return ``(m₋, m₊, v)``: the class means of 1-D outputs and their pooled variance (ℓ - 2 degrees of freedom).
 
-    Both classes must be present.
+    Both classes must be present. ``weights``: the rows' weights (ℓ their total).
     """
+    if weights is not None:
+        (n_neg, m_neg, s_neg), (n_pos, m_pos, s_pos) = class_moments(output, positive, weights)
+        return m_neg, m_pos, (s_pos + s_neg) / max(n_pos + n_neg - 2, 1)
     f_pos, f_neg = output[positive], output[~positive]
     m_pos, m_neg = float(f_pos.mean()), float(f_neg.mean())
     squares = float(np.sum((f_pos - m_pos) ** 2)) + float(np.sum((f_neg - m_neg) ** 2))
@@ -814,33 +835,34 @@ def pooled_cut(output: np.ndarray, positive: np.ndarray) -> float | None:
     return cut_from_moments("pooled", class_moments(output, positive))
 
 
-def auto_cut(output: np.ndarray, positive: np.ndarray) -> float | None:
+def auto_cut(output: np.ndarray, positive: np.ndarray, weights=None) -> float | None:
     """Return the ``threshold="auto"`` cut on 1-D outputs.
 
     :func:`pooled_cut`, or :func:`bayes_threshold` when the class variances differ
     beyond doubt and the two-Gaussian model predicts that this matters
     (:func:`cut_from_moments`).
     """
-    return cut_from_moments("auto", class_moments(output, positive))
+    return cut_from_moments("auto", class_moments(output, positive, weights))
 
 
 #: The ``threshold`` option of the methods that offer prior-aware cuts beside their paper's midpoint.
 THRESHOLD_OPTIONS = Options(("auto", "midpoint", "bayes"))
 
 
-def choose_threshold(kind: str, midpoint: float, output: np.ndarray, positive: np.ndarray) -> float:
+def choose_threshold(kind: str, midpoint: float, output: np.ndarray, positive: np.ndarray, weights=None) -> float:
     """Return the cut on the 1-D output: the method's ``midpoint``, or a prior-aware cut.
 
     ``"bayes"``: where the Gaussian class-conditionals (separate variances)
     times the priors cross (:func:`bayes_threshold`); ``"auto"``: the same with
     a pooled variance unless the class variances differ beyond doubt and that
-    matters (:func:`auto_cut`). Falls back to the midpoint when the cut does not exist.
+    matters (:func:`auto_cut`). Falls back to the midpoint when the cut does not exist. ``weights``: the
+    rows' weights (None: all 1).
     """
     cut = None
     if kind == "bayes":
-        cut = bayes_threshold(output, positive)
+        cut = bayes_threshold(output, positive, weights)
     elif kind == "auto":
-        cut = auto_cut(output, positive)
+        cut = auto_cut(output, positive, weights)
     return midpoint if cut is None else cut
 
 
@@ -883,6 +905,10 @@ class Progress:
 #: The pooled within-class covariance of the outputs gets this fraction of its mean eigenvalue added (a class
 #: set the outputs separate without error leaves it singular).
 WITHIN_RIDGE = 1e-10
+#: ... and this fraction for the one-vs-rest models' ``transform``, fitted on their training outputs: a model that
+#: interpolates its class leaves the scatter nearly singular, and at 1e-10 the coordinates amplified the outputs'
+#: rounding 10⁵-fold (2e-7 apart between a weighted fit and its repeated rows, scikit-learn's sample-weight check).
+OVR_WITHIN_RIDGE = 1e-6
 
 
 def contrast_basis(n_classes: int) -> np.ndarray:
@@ -915,12 +941,15 @@ class Discriminant:
         return slope * lin + np.log(self.priors)
 
 
-def discriminant(F: np.ndarray, encoded: np.ndarray, n_classes: int, sum_to_one: bool, weights=None) -> Discriminant:
+def discriminant(
+    F: np.ndarray, encoded: np.ndarray, n_classes: int, sum_to_one: bool, weights=None, ridge: float = WITHIN_RIDGE
+) -> Discriminant:
     """Fisher's linear discriminant (LDA) of outputs F (ℓ × k) with labels ``0 … C-1``: min(C - 1, k) coordinates.
 
     ``sum_to_one``: the outputs' rows sum to a constant (fitted class indicators), so they live in C - 1
     dimensions; the analysis runs in the contrast basis (:func:`contrast_basis`). ``weights``: the rows'
-    weights (a row of weight w counts as w copies of it; None: all 1).
+    weights (a row of weight w counts as w copies of it; None: all 1). ``ridge``: the fraction of the
+    within-class scatter's mean eigenvalue added to it.
     """
     F = np.asarray(F, dtype=np.float64)
     w = np.ones(F.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
@@ -935,7 +964,7 @@ def discriminant(F: np.ndarray, encoded: np.ndarray, n_classes: int, sum_to_one:
     within = Z - means[encoded]
     Sw = within.T @ (within * w[:, None]) / max(w.sum() - n_classes, 1.0)
     p = Sw.shape[0]
-    Sw += (WITHIN_RIDGE * max(np.trace(Sw), np.finfo(np.float64).tiny) / p) * np.eye(p)
+    Sw += (ridge * max(np.trace(Sw), np.finfo(np.float64).tiny) / p) * np.eye(p)
     L = np.linalg.cholesky(Sw)
     center = priors @ means
     scaled = scipy_solve_triangular(L, (means - center).T, lower=True)  # p × C: the whitened class means
@@ -1362,10 +1391,12 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
         joint = self._joint_form(classes.shape[0], weights is not None)
         with thread_policy(self.n_jobs):
             model = None
-            if weights is not None:
-                model = self._fit_weighted(X, encoded, weights, rng)
-            elif joint:
-                model = self._fit_multinomial(X, encoded, rng)
+            if joint:
+                model = (
+                    self._fit_multinomial(X, encoded, rng)
+                    if weights is None
+                    else self._fit_weighted(X, encoded, weights, rng)
+                )
             if model is not None:
                 self._store_multinomial(X, encoded, model, weights)
             else:
@@ -1373,12 +1404,14 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
                     targets = np.where(encoded == 1, 1.0, -1.0)[None, :]
                 else:
                     targets = np.where(encoded[None, :] == np.arange(classes.shape[0])[:, None], 1.0, -1.0)
-                expansions = self._fit_expansions(X, encoded, targets, rng)
-                self._store_expansions(X, targets, expansions)
+                expansions = self._fit_expansions(X, encoded, targets, rng, weights)
+                self._store_expansions(X, targets, expansions, weights)
                 if classes.shape[0] > 2:  # the one-vs-rest outputs' discriminant coordinates (transform)
                     out = self.kernel_.expansion(X, self.support_vectors_, self.dual_coef_) + self.intercept_
                     self.multi_class_ = "ovr"
-                    self._set_discriminant(discriminant(out, encoded, classes.shape[0], sum_to_one=False))
+                    self._set_discriminant(
+                        discriminant(out, encoded, classes.shape[0], False, weights, OVR_WITHIN_RIDGE)
+                    )
         self.kernel_ = self.kernel_.without_gram()
         if kept is not None and precomputed:  # the model's columns: training indices of the full Gram matrix
             self.support_ = kept[self.support_]
@@ -1470,12 +1503,17 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
             stacklevel=4,
         )
 
-    def _fit_expansions(self, X, encoded, targets, rng) -> list[KernelExpansion]:
-        """One expansion per binary problem (targets: one row of ±1 per model)."""
+    def _fit_expansions(self, X, encoded, targets, rng, weights=None) -> list[KernelExpansion]:
+        """One expansion per binary problem (targets: one row of ±1 per model).
+
+        ``weights``: the rows' weights, for a method whose binary and one-vs-rest fits take them
+        (:meth:`_joint_form` lets a weighted fit through to them).
+        """
+        extra = {} if weights is None else {"weights": weights}
         if targets.shape[0] == 1:
-            return [self._fit_binary(X, targets[0], rng)]
+            return [self._fit_binary(X, targets[0], rng, **extra)]
         try:
-            return self._fit_one_vs_rest(X, targets, rng)
+            return self._fit_one_vs_rest(X, targets, rng, **extra)
         finally:
             self._log_class_end()
 
@@ -1490,7 +1528,7 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
             expansions.append(self._fit_binary(X, y, rng))
         return expansions
 
-    def _store_expansions(self, X, targets, expansions: list[KernelExpansion]) -> None:
+    def _store_expansions(self, X, targets, expansions: list[KernelExpansion], weights=None) -> None:
         support = np.unique(np.concatenate([np.asarray(e.support, dtype=np.intp) for e in expansions]))
         position = {int(s): r for r, s in enumerate(support)}
         coef = np.zeros((support.shape[0], len(expansions)))
@@ -1513,10 +1551,13 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
                 means[c], variances[c], priors[c], pooled = e.output_stats
                 counts = e.validation_counts  # (n₋, n₊) when the stats are of leave-one-out outputs
             else:
-                y_all = y  # the class shares (priors) are of every training row
+                y_all, w_all = y, weights  # the class shares (priors) are of every training row
+                w = weights
                 if e.validation_output is not None:
                     out = np.asarray(e.validation_output, dtype=np.float64) - e.threshold
-                    y = y if e.validation_rows is None else y[e.validation_rows]
+                    if e.validation_rows is not None:
+                        y = y[e.validation_rows]
+                        w = None if w is None else w[e.validation_rows]
                 elif e.train_output is not None:
                     out = np.asarray(e.train_output, dtype=np.float64) - e.threshold
                 else:
@@ -1534,14 +1575,23 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
                             else f"{self._scale_suspects()} far outside the data's scale?"
                         )
                     )
-                for k, label in enumerate((-1.0, 1.0)):
-                    values = out[y == label]
-                    means[c, k] = values.mean()
-                    variances[c, k] = values.var(ddof=1) if values.shape[0] > 1 else 0.0
-                    priors[c, k] = np.count_nonzero(y_all == label) / y_all.shape[0]
-                _, _, pooled = pooled_class_stats(out, y > 0)
-                n_pos = float(np.count_nonzero(y > 0))
-                counts = (y.shape[0] - n_pos, n_pos) if e.validation_output is not None else None
+                if w is None:
+                    for k, label in enumerate((-1.0, 1.0)):
+                        values = out[y == label]
+                        means[c, k] = values.mean()
+                        variances[c, k] = values.var(ddof=1) if values.shape[0] > 1 else 0.0
+                        priors[c, k] = np.count_nonzero(y_all == label) / y_all.shape[0]
+                    n_pos = float(np.count_nonzero(y > 0))
+                    n_rows = float(y.shape[0])
+                else:  # a row of weight w as w rows
+                    moments = class_moments(out, y > 0, w)
+                    means[c] = moments[:, 1]
+                    variances[c] = moments[:, 2] / np.maximum(moments[:, 0] - 1.0, 1.0)
+                    priors[c, 1] = float(w_all[y_all > 0].sum()) / float(w_all.sum())
+                    priors[c, 0] = 1.0 - priors[c, 1]
+                    n_pos, n_rows = float(moments[1, 0]), float(moments[:, 0].sum())
+                _, _, pooled = pooled_class_stats(out, y > 0, w)
+                counts = (n_rows - n_pos, n_pos) if e.validation_output is not None else None
             scale = float(np.abs(means[c]).max())
             scale = scale if scale > 0 else 1.0  # relative floors: outputs of 1e-27 are a model too (LqKFD, large ρ)
             pooled = max(pooled, (1e-6 * scale) * (1e-6 * scale))
@@ -1552,10 +1602,13 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
             sample = None
             if e.output_stats is None and e.validation_output is not None:
                 rows = calibration_rows(out.shape[0])
-                sample = (out, y) if rows is None else (out[rows], y[rows])
+                sample = (out, y, w) if rows is None else (out[rows], y[rows], None if w is None else w[rows])
             elif e.output_stats is not None and e.validation_counts is not None:
                 sample = e.calibration
-            samples.append(None if sample is None else (slope[c] * sample[0], np.where(sample[1] > 0, 1.0, -1.0)))
+            if sample is not None:
+                weight = sample[2] if len(sample) > 2 and sample[2] is not None else np.ones(sample[0].shape[0])
+                sample = (slope[c] * sample[0], np.where(sample[1] > 0, 1.0, -1.0), weight)
+            samples.append(sample)
             if counts is not None:  # leave-one-out outputs: does the model separate the classes?
                 t = skill_t(means[c], pooled, *counts)
                 if not t >= NO_SKILL_T:
@@ -1566,7 +1619,10 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
             # factors moved USPS digits' test error: 4.93 → 4.98 / 5.03 %, 5.13 → 5.23 % for SparseGreedyKFD /
             # ReformativeKFD, MatchingPursuitKFD)
             slope *= logistic_slope(
-                np.concatenate([x for x, _ in samples]), np.concatenate([t for _, t in samples]), 1.0
+                np.concatenate([x for x, _, _ in samples]),
+                np.concatenate([t for _, t, _ in samples]),
+                1.0,
+                None if weights is None else np.concatenate([v for _, _, v in samples]),
             )
         self._weak_models = weak  # fit() warns about them (NoSkillWarning), after the fit
         self.multi_class_ = "binary" if len(expansions) == 1 else "ovr"
@@ -1809,11 +1865,13 @@ class SampleWeights:
     copies of it, in the fit, in the leave-one-out estimates (the residual of leaving one
     copy out) that choose the size, the regulariser and the class rule, in the class priors
     and in the probabilities. Integer weights give the model of repeated rows and zero
-    weights that of removed rows. The weighted model is the multinomial form
-    (:mod:`kfdnumba._multinomial`), also for two classes: with ``multi_class="auto"``
-    (the default) two classes give the method's binary model unweighted and the
-    multinomial one weighted, so integer weights equal the repeated rows fitted with
-    ``multi_class="multinomial"``; ``multi_class="ovr"`` refuses weights.
+    weights that of removed rows. The weighted model of the greedy methods and KFD is the
+    multinomial form (:mod:`kfdnumba._multinomial`), also for two classes: with
+    ``multi_class="auto"`` (the default) two classes give the method's binary model unweighted
+    and the multinomial one weighted, so integer weights equal the repeated rows fitted with
+    ``multi_class="multinomial"``; ``multi_class="ovr"`` refuses weights. LqKFD weights its own
+    binary and one-vs-rest models (its default), so there integer weights equal the repeated
+    rows fitted with the same options.
     """
 
     class_weight: dict | str | None = None

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._base import NO_SEPARATION, KernelExpansion, auto_cut, charge, choose_threshold
+from ._base import NO_SEPARATION, KernelExpansion, auto_cut, charge, choose_threshold, pooled_class_stats
 from ._jit import jit
 from ._linalg import back_substitution, forward_substitution
 from ._threads import ALTERNATING_BLAS_MIN_WORK, blas_section
@@ -64,6 +64,7 @@ __all__ = [
     "LooChoice",
     "loo_expansion",
     "default_lambdas",
+    "left_out",
     "path_lambdas",
     "path_bytes",
     "record_press",
@@ -119,6 +120,17 @@ _HAT_MARGIN = 1e-10
 _NO_CROSS = np.empty(0)
 _NO_MEANS = np.empty((0, 2))
 _NO_ROWS = np.empty(0)
+
+
+def left_out(weights: np.ndarray) -> np.ndarray:
+    """Return the part of each weighted row a leave-one-out residual leaves out: one copy, or all of a lighter row.
+
+    A row of weight w ≥ 1 counts as w copies, and leaving one copy out gives the repeated rows' residual
+    ``e / (1 - l)``, l one copy's leverage. A row lighter than one copy (w < 1) is left out whole,
+    ``e / (1 - w l)`` (its leverage in the weighted fit, below 1): one copy's leverage, l ≤ 1/w, can
+    exceed 1 there (class weights of 1e-4 made it 10⁴, and the PRESS of such rows meaningless).
+    """
+    return np.minimum(weights, 1.0)
 
 
 def default_lambdas(n: int) -> np.ndarray:
@@ -224,6 +236,38 @@ def _update_row(w, c, y, f, h, cut):
 
 
 @jit(parallel=False)
+def _update_row_weighted(w, c, y, f, h, cut, weights, share):
+    """:func:`_update_row` on weighted rows: every sum over the rows weighted by ``weights``.
+
+    ``h`` is one copy's leverage (``z_iᵀ H⁻¹ z_i`` with ``H = ZᵀDZ + λP``), so ``r = (y - f) / (1 - s h)``,
+    s = ``share`` (:func:`left_out`), is the residual of leaving one copy of the row out (all of a row
+    lighter than one copy), and a row of weight w counts as w copies of it.
+    """
+    total = 0.0
+    fourth = 0.0
+    positive = 0.0
+    negative = 0.0
+    wrong = 0.0
+    for i in range(f.shape[0]):
+        fi = f[i] + w[i] * c
+        hi = h[i] + w[i] * w[i]
+        f[i] = fi
+        h[i] = hi
+        r = (y[i] - fi) / max(1.0 - share[i] * hi, _HAT_MARGIN)
+        d = weights[i]
+        r2 = r * r
+        total += d * r2
+        fourth += d * r2 * r2
+        loo = y[i] - r
+        p = 1.0 if y[i] > 0 else 0.0
+        above = 1.0 if loo > cut else 0.0
+        positive += d * p * loo
+        negative += d * (loo - p * loo)
+        wrong += d * (p + above - 2.0 * p * above)
+    return total, fourth, positive, negative, wrong
+
+
+@jit(parallel=False)
 def _loo_direction(z, ZV, gammas, alive, y, w, offset):
     """Rows ``offset …`` of a leave-one-out step's new column of W, per live λ.
 
@@ -281,9 +325,34 @@ def _cross_products(cross, columns, m, z, means, positive):
 
 @jit(parallel=False)
 def _append_column(
-    L, m, cross, kernel_penalty, indices, index, z, lambdas, alive, columns, means, positive, y, f, h, wy, press, cuts
+    L,
+    m,
+    cross,
+    kernel_penalty,
+    indices,
+    index,
+    z,
+    lambdas,
+    alive,
+    columns,
+    means,
+    positive,
+    y,
+    f,
+    h,
+    wy,
+    press,
+    cuts,
+    weights,
+    share,
+    wy_target,
+    total_weight,
 ):
     """One step of :meth:`LooPath.append` in one call: border the factors, the new W column, fits, PRESS.
+
+    ``weights`` (empty: every row 1) weight the rows: the cross products are ``ZᵀDz`` and ``zᵀDz``, ``Wᵀ``
+    multiplies ``wy_target`` = Dy (y unweighted), the sums are weighted, ``total_weight`` = ΣD is their
+    denominator and ``share`` the part of each row left out (:func:`left_out`; :class:`LooPath`).
 
     ``columns[:m]`` are the earlier columns (rows), or with ``means`` (m × 2, else empty) those rows
     less their class means (``M₋`` on the negative rows, ``M₊`` on the ``positive`` ones); ``cross`` is
@@ -298,7 +367,9 @@ def _append_column(
     """
     g = lambdas.shape[0]
     n = z.shape[0]
-    products = _cross_products(cross, columns, m, z, means, positive)
+    weighted = weights.shape[0] > 0
+    dz = z * weights if weighted else z  # Dz: the weighted cross products and squared norm
+    products = _cross_products(cross, columns, m, dz, means, positive)
     penalty_col = np.zeros(m)  # P = I, or P = K_II: the new column of P is z at the chosen points
     penalty_diag = 1.0
     if kernel_penalty:
@@ -308,7 +379,7 @@ def _append_column(
     V = np.empty((g, m + 1))
     gammas = np.empty(g)
     live = alive.copy()
-    if _border_factors(L, m, products, penalty_col, penalty_diag, np.dot(z, z), lambdas, live, V, gammas) == 0:
+    if _border_factors(L, m, products, penalty_col, penalty_diag, np.dot(z, dz), lambdas, live, V, gammas) == 0:
         return 0
     alive[:] = live
     if m:  # (Z_prev L⁻ᵀ l)ᵀ: the earlier columns by one BLAS GEMM (g × m × ℓ)
@@ -329,11 +400,16 @@ def _append_column(
             press[:, a] = np.inf  # a retired λ cannot be chosen at this size or later
             continue
         row = ZV[a]  # becomes the new column of W (in place), then updates the fits
-        c = _direction_row(z, row, V[a, 0], 1.0 / np.sqrt(gammas[a]), y)
+        c = _direction_row(z, row, V[a, 0], 1.0 / np.sqrt(gammas[a]), wy_target)
         wy[a, m + 1] = c
-        total, fourth, positive_sum, negative_sum, wrong = _update_row(row, c, y, f[a], h[a], cuts[a])
-        press[0, a] = total / n
-        press[1, a] = fourth / n
+        if weighted:
+            total, fourth, positive_sum, negative_sum, wrong = _update_row_weighted(
+                row, c, y, f[a], h[a], cuts[a], weights, share
+            )
+        else:
+            total, fourth, positive_sum, negative_sum, wrong = _update_row(row, c, y, f[a], h[a], cuts[a])
+        press[0, a] = total / total_weight
+        press[1, a] = fourth / total_weight
         press[2, a], press[3, a], press[4, a] = positive_sum, negative_sum, wrong
     n_alive = 0
     for a in range(g):
@@ -576,12 +652,15 @@ def next_cuts(path, sums: np.ndarray) -> None:
         path.cuts = np.where(path.alive, 0.5 * (sums[2] / n_pos + sums[3] / n_neg), path.cuts)
 
 
-def record_press(path, press: np.ndarray, fourth: np.ndarray, errors: np.ndarray | None = None) -> int | None:
+def record_press(
+    path, press: np.ndarray, fourth: np.ndarray, errors: np.ndarray | None = None, exact: bool = True
+) -> int | None:
     """Append the PRESS per λ of the prefix ``path.m`` to ``path.press``; return its λ index if it is the new best.
 
     ``fourth``: the mean fourth power of the leave-one-out residuals per λ, kept as ``path.fourth`` (the last
     step's only) for :func:`scoring_index`. ``errors``: the leave-one-out error count per λ; the count at
-    this prefix's lowest PRESS is appended to ``path.errors`` (:func:`error_plateau`). Updates
+    this prefix's lowest PRESS is appended to ``path.errors`` (:func:`error_plateau`; a weighted count, not
+    ``exact``, as a float). Updates
     ``path.best``, ``path.best_values`` (the best PRESS
     after each step) and ``path.since_best`` (the patience count). The
     first column is always taken: a kernel model keeps at least one point,
@@ -593,7 +672,7 @@ def record_press(path, press: np.ndarray, fourth: np.ndarray, errors: np.ndarray
     path.fourth = fourth
     a = int(np.argmin(press))
     if errors is not None:
-        path.errors.append(int(errors[a]))
+        path.errors.append(int(errors[a]) if exact else float(errors[a]))
     if path.best[0] == 0 or press[a] < (1.0 - IMPROVE_RTOL) * path.press[path.best[0]][path.best[1]]:
         path.best = (path.m, a)
         path.since_best = 0
@@ -661,22 +740,45 @@ class LooPath:
     budget : kfdnumba._base.MemoryBudget or None
         Charged the path's arrays as they are allocated and grown (fits, hat
         diagonals, factors, its own columns); a growth past it raises ValueError.
+    weights : ndarray (ℓ,) or None
+        The rows' weights (positive): the weighted ridge fit ``min Σ_i w_i (y_i - f_i)² + λ αᵀPα``, a row
+        of weight w counting as w copies of it. ``h`` is then one copy's leverage, the leave-one-out
+        residual that of leaving one copy out (all of a row lighter than one copy, :func:`left_out`), and
+        the PRESS, the error count and the class sums are
+        weighted (``n_rows``: the total weight), so integer weights give the path of the repeated rows.
     """
 
     def __init__(
-        self, y: np.ndarray, lambdas, capacity: int, penalty: str = "l2", patience="auto", columns=None, budget=None
+        self,
+        y: np.ndarray,
+        lambdas,
+        capacity: int,
+        penalty: str = "l2",
+        patience="auto",
+        columns=None,
+        budget=None,
+        weights=None,
     ):
         self.y = np.ascontiguousarray(y, dtype=np.float64)
-        n = self.n_rows = self.y.shape[0]
+        rows = self.y.shape[0]
+        if weights is None:
+            self.weights, self.wy_target, self.share = _NO_ROWS, self.y, _NO_ROWS
+            n = self.n_rows = rows
+        else:
+            self.weights = np.ascontiguousarray(weights, dtype=np.float64)
+            self.wy_target = self.weights * self.y
+            self.share = left_out(self.weights)
+            n = self.n_rows = float(self.weights.sum())
         self.lambdas = np.asarray(lambdas, dtype=np.float64)
         g = self.lambdas.shape[0]
         self.capacity = capacity
         self.patience = patience
-        self.L, self.wy = new_factors(g, n, float(self.y.sum()), capacity)  # factors per λ and Wᵀy, grown as needed
-        self.f = np.full((g, n), self.y.mean())
-        self.h = np.full((g, n), 1.0 / n)
+        # factors per λ and Wᵀy, grown as needed
+        self.L, self.wy = new_factors(g, n, float(self.wy_target.sum()), capacity)
+        self.f = np.full((g, rows), float(self.wy_target.sum()) / n)
+        self.h = np.full((g, rows), 1.0 / n)
         self.own_columns = columns is None
-        self.columns = new_rows(16, n, capacity) if columns is None else columns  # one row each (grown)
+        self.columns = new_rows(16, rows, capacity) if columns is None else columns  # one row each (grown)
         self.column_means = _NO_MEANS  # read_centred: the class means of the caller's centred rows
         self.positive = _NO_ROWS
         self.indices = np.empty(capacity, dtype=np.intp)
@@ -689,7 +791,7 @@ class LooPath:
         self.m = 0
         press, self.fourth = self._press()
         self.press = [press]
-        self.n_pos = float(np.sum(self.y > 0))
+        self.n_pos = float(np.sum(self.y > 0) if weights is None else self.weights[self.y > 0].sum())
         self.cuts = np.full(g, initial_loo(n, self.n_pos)[2])  # each λ's cut for its next step's error count
         self.errors = [n]  # the leave-one-out error count after each step (the intercept alone: every row)
         self.best = (0, int(np.argmin(self.press[0])))
@@ -717,6 +819,10 @@ class LooPath:
         """Return the PRESS per λ and the mean fourth power of the residuals, from the fits and hat diagonals."""
         resid = (self.y - self.f) / np.maximum(1.0 - self.h, _HAT_MARGIN)
         squares = resid * resid
+        if self.weights.shape[0]:
+            resid = (self.y - self.f) / np.maximum(1.0 - self.h * self.share, _HAT_MARGIN)
+            squares = resid * resid
+            return (squares @ self.weights) / self.n_rows, (squares * squares @ self.weights) / self.n_rows
         return np.mean(squares, axis=1), np.mean(squares * squares, axis=1)
 
     def _state(self, a: int):
@@ -738,7 +844,7 @@ class LooPath:
         room_for_column(self)
         if self.own_columns and m == self.columns.shape[0]:  # grow the column store geometrically
             rows = grown_size(m, self.capacity, m + 1)
-            charge(self.budget, 8.0 * (rows - m) * self.n_rows, f"a leave-one-out path's copy of {rows} columns")
+            charge(self.budget, 8.0 * (rows - m) * self.y.shape[0], f"a leave-one-out path's copy of {rows} columns")
             self.columns = grown_rows(self.columns, m, self.capacity)
         press = np.empty((LOO_SUMS, self.lambdas.shape[0]))
         if not _append_column(
@@ -760,13 +866,17 @@ class LooPath:
             self.wy,
             press,
             self.cuts,
+            self.weights,
+            self.share,
+            self.wy_target,
+            float(self.n_rows),
         ):
             return False  # dependent for every λ: refused, nothing changed
         if self.own_columns:
             self.columns[m] = z
         self.indices[m] = index
         self.m = m + 1
-        a = record_press(self, press[0], press[1], press[4])
+        a = record_press(self, press[0], press[1], press[4], exact=not self.weights.shape[0])
         next_cuts(self, press)
         if a is not None:
             self._best_state = self._state(a)
@@ -788,7 +898,8 @@ class LooPath:
             size, a = self.best
             f, h = self._best_state
         coef_all = back_substitution(self.L[a], size + 1, self.wy[a, : size + 1])  # a = L⁻ᵀ (Wᵀy)
-        loo = self.y - (self.y - f) / np.maximum(1.0 - h, _HAT_MARGIN)
+        left = h if not self.weights.shape[0] else h * self.share
+        loo = self.y - (self.y - f) / np.maximum(1.0 - left, _HAT_MARGIN)
         return LooChoice(
             size=size,
             lam=float(self.lambdas[a]),
@@ -798,31 +909,35 @@ class LooPath:
             loo_output=loo,
             press_path=np.asarray(self.press),
             lambdas=self.lambdas.copy(),
-            errors_path=np.asarray(self.errors, dtype=np.int64),
+            errors_path=np.asarray(self.errors, dtype=np.int64 if not self.weights.shape[0] else np.float64),
         )
 
 
 def loo_expansion(
-    choice: LooChoice, support: np.ndarray, positive: np.ndarray, threshold, info: dict
+    choice: LooChoice, support: np.ndarray, positive: np.ndarray, threshold, info: dict, weights=None
 ) -> KernelExpansion:
     """Return the kernel expansion of a leave-one-out choice, scaled so the training class means are 2 apart.
 
     ``threshold``: ``"auto"`` (``auto_cut`` on the leave-one-out outputs,
     the midpoint if it does not exist), ``"midpoint"`` (of the training class
     means), ``"bayes"`` (separate-variance Bayes cut of the training outputs),
-    or a callable ``(train_output, positive) -> cut``.
+    or a callable ``(train_output, positive) -> cut``. ``weights``: the rows' weights (the class means
+    and the cut weighted; None: all 1).
     """
     f = choice.train_output
-    m_pos, m_neg = float(f[positive].mean()), float(f[~positive].mean())
+    if weights is None:
+        m_pos, m_neg = float(f[positive].mean()), float(f[~positive].mean())
+    else:
+        m_neg, m_pos, _ = pooled_class_stats(f, positive, weights)
     if not m_pos > m_neg:
         raise ValueError(NO_SEPARATION)
     scale = 2.0 / (m_pos - m_neg)
     midpoint = 0.5 * (m_pos + m_neg)
     if threshold == "auto":
-        cut = auto_cut(choice.loo_output, positive)
+        cut = auto_cut(choice.loo_output, positive, weights)
         cut = midpoint if cut is None else cut
     elif threshold in ("midpoint", "bayes"):  # of the training outputs (kfdnumba._base.choose_threshold)
-        cut = choose_threshold(threshold, midpoint, f, positive)
+        cut = choose_threshold(threshold, midpoint, f, positive, weights)
     else:
         cut = threshold(f, positive)
     info = dict(info)
@@ -1056,10 +1171,14 @@ class RefitSolution:
         return H
 
     @staticmethod
-    def loo_residuals(Y_block: np.ndarray, hat: np.ndarray, fits: np.ndarray) -> np.ndarray:
-        """Leave-one-out residuals (rows × c × g) of :meth:`block_fits`'s output for the block's targets (c × rows)."""
+    def loo_residuals(Y_block: np.ndarray, hat: np.ndarray, fits: np.ndarray, share=None) -> np.ndarray:
+        """Leave-one-out residuals (rows × c × g) of :meth:`block_fits`'s output for the block's targets (c × rows).
+
+        ``share``: the part of each row left out (:func:`left_out`; None: one copy, as unweighted).
+        """
         resid = np.subtract(Y_block.T[:, :, None], fits)
-        resid /= np.maximum(1.0 - hat, _HAT_MARGIN)[:, None, :]
+        left = hat if share is None else hat * share[:, None]
+        resid /= np.maximum(1.0 - left, _HAT_MARGIN)[:, None, :]
         return resid
 
     def coefficients(self, best: np.ndarray):
@@ -1198,6 +1317,7 @@ def refit_on_rows(
     if len(row_blocks(n, m, REFIT_BLOCK_BYTES)) == 1:  # one block: its features once, centred in place
         values = basis.features(kernel, X, points)
     w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    share = None if w is None else left_out(w)
     sol = solve_refit(refit_sums(kernel, X, Y2, points, basis, values, w), basis, lambdas)
     total = float(n if w is None else w.sum())
     g, r = sol.lambdas.shape[0], basis.size
@@ -1208,7 +1328,8 @@ def refit_on_rows(
             U = _times_in_place(values, sol.W)
             U -= sol.offset
             for lo, hi in chunks:  # memory O(chunk · c · g), not O(ℓ c g)
-                resid = sol.loo_residuals(Y2[:, lo:hi], sol.hats_of(U[lo:hi]), sol.fits_of(U[lo:hi]))
+                part = None if share is None else share[lo:hi]
+                resid = sol.loo_residuals(Y2[:, lo:hi], sol.hats_of(U[lo:hi]), sol.fits_of(U[lo:hi]), part)
                 press += _press_sum(resid, None if w is None else w[lo:hi])
             press /= total
             best = _chosen_lambdas(press, shared)
@@ -1224,7 +1345,7 @@ def refit_on_rows(
         F = np.empty((n, c, g)) if store else None
         for lo, hi in blocks:
             hat, fits = sol.block_fits(kernel, X[lo:hi], points, out=buffer[: hi - lo])
-            resid = sol.loo_residuals(Y2[:, lo:hi], hat, fits)
+            resid = sol.loo_residuals(Y2[:, lo:hi], hat, fits, None if share is None else share[lo:hi])
             press += _press_sum(resid, None if w is None else w[lo:hi])
             del resid
             if store:
@@ -1245,7 +1366,7 @@ def refit_on_rows(
     refits = []
     for t in range(c):
         a = int(best[t])
-        hat = np.maximum(1.0 - hats[:, t], _HAT_MARGIN)
+        hat = np.maximum(1.0 - (hats[:, t] if share is None else hats[:, t] * share), _HAT_MARGIN)
         refits.append(
             RowRefit(
                 coef=coefs[:, t].copy(),

@@ -173,24 +173,30 @@ class SparseKernelClassifier(KernelClassifier):
             self.kernel_, X, encoded, n_classes, cap, penalty, regulariser, rows, self.max_memory_gb, log, weights
         )
 
-    def _fit_expansions(self, X, encoded, targets, rng) -> list[KernelExpansion]:
+    def _fit_expansions(self, X, encoded, targets, rng, weights=None) -> list[KernelExpansion]:
         spec = self._refit_spec()
+        if weights is not None and spec is None:
+            raise ValueError(
+                f"{type(self).__name__}: sample_weight and class_weight need the leave-one-out model (the default "
+                "size, regulariser or cut); the paper's model with fixed options is unweighted."
+            )
         size = self._selection_size(X.shape[0])
         union = self.shared_support and targets.shape[0] > 1 and spec is not None
         check = spec is not None and self.random_check and self._checks_random_points()
         if size is None and not union:
-            expansions = super()._fit_expansions(X, encoded, targets, rng)
-            return self._random_check(X, targets, expansions, rng, spec) if check else expansions
+            expansions = super()._fit_expansions(X, encoded, targets, rng, weights)
+            return self._random_check(X, targets, expansions, rng, spec, weights) if check else expansions
         if size is None:
             rows = np.arange(X.shape[0])
-            expansions = super()._fit_expansions(X, encoded, targets, rng)
+            expansions = super()._fit_expansions(X, encoded, targets, rng, weights)
         else:
             groups = [np.flatnonzero(encoded == k) for k in range(int(encoded.max()) + 1)]
             rows = stratified_subset(groups, size, rng, self._min_samples_per_class)
             self._log(f"selection on {rows.shape[0]} of {X.shape[0]} rows; the model on them from every row")
-            expansions = super()._fit_expansions(X[rows], encoded[rows], targets[:, rows], rng)
+            w_rows = None if weights is None else weights[rows]
+            expansions = super()._fit_expansions(X[rows], encoded[rows], targets[:, rows], rng, w_rows)
         penalty, regulariser, cut = spec
-        lambdas = refit_lambdas(X.shape[0], regulariser)
+        lambdas = refit_lambdas(X.shape[0] if weights is None else float(weights.sum()), regulariser)
         local = [np.asarray(e.support, dtype=np.intp) for e in expansions]  # indices into the rows
         groups = [list(range(len(expansions)))] if union else [[t] for t in range(len(expansions))]
         sets = [np.unique(np.concatenate([local[t] for t in g])) if union else local[g[0]] for g in groups]
@@ -202,12 +208,13 @@ class SparseKernelClassifier(KernelClassifier):
         every_row = size is None or (union and X.shape[0] <= UNION_CHECK_EVERY_ROW * rows.shape[0])
         if check:  # selected against random points, priced on the selection's rows (cheap above them) or on every row
             X_rows = X if every_row else X[rows]
+            w_rows = None if weights is None else (weights if every_row else weights[rows])
             for k, g in enumerate(groups):
                 Y_rows = targets[g] if every_row else targets[g][:, rows]
-                drawn = np.sort(rng.choice(rows.shape[0], size=sets[k].shape[0], replace=False))
+                drawn = self._random_points(X[rows], sets[k].shape[0], rng)
                 on = (rows[sets[k]], rows[drawn]) if every_row else (sets[k], drawn)
                 checks[k], priced[k], wins = check_against_random(
-                    self, X_rows, Y_rows, *on, [expansions[t] for t in g], union, penalty, lambdas
+                    self, X_rows, Y_rows, *on, [expansions[t] for t in g], union, penalty, lambdas, w_rows
                 )
                 if wins:
                     sets[k], kinds[k] = drawn, "random"
@@ -217,10 +224,10 @@ class SparseKernelClassifier(KernelClassifier):
             if every_row and priced[k] is not None:
                 refits = priced[k]  # priced on every row already: that is the model's refit
             else:
-                refits = refit_on_rows(self.kernel_, X, targets[g], support, penalty, lambdas)
+                refits = refit_on_rows(self.kernel_, X, targets[g], support, penalty, lambdas, weights=weights)
             for t, refit in zip(g, refits):
                 e = self._refit_expansion(
-                    targets[t], None if size is None else rows, expansions[t], support, refit, cut
+                    targets[t], None if size is None else rows, expansions[t], support, refit, cut, weights
                 )
                 if checks[k] is not None:
                     e.info.update(random_check_press=checks[k], landmarks=kinds[k])
@@ -231,30 +238,36 @@ class SparseKernelClassifier(KernelClassifier):
         """Whether ``random_check`` applies (MatchingPursuitKFD's ``criterion="auto"`` already prices random bases)."""
         return True
 
-    def _random_check(self, X, targets, expansions, rng, spec) -> list[KernelExpansion]:
+    def _random_points(self, X, count: int, rng) -> np.ndarray:
+        """Return ``count`` uniformly random training rows (sorted) for ``random_check``."""
+        return np.sort(rng.choice(X.shape[0], size=count, replace=False))
+
+    def _random_check(self, X, targets, expansions, rng, spec, weights=None) -> list[KernelExpansion]:
         """``random_check`` of models selected on every row, one per target (their own leave-one-out paths).
 
         Each model's path PRESS is compared with that of as many uniformly random training
         points (refitted on every row, the path's λ grid); the random points replace the
-        model's when :func:`random_points_win`.
+        model's when :func:`random_points_win`. ``weights``: the rows' weights.
         """
         penalty, _, cut = spec
         out = []
         for t, e in enumerate(expansions):
-            points = np.sort(rng.choice(X.shape[0], size=np.asarray(e.support).shape[0], replace=False))
-            refit = refit_on_rows(self.kernel_, X, targets[t], points, penalty, e.info["loo_lambdas"])[0]
+            points = self._random_points(X, np.asarray(e.support).shape[0], rng)
+            refit = refit_on_rows(self.kernel_, X, targets[t], points, penalty, e.info["loo_lambdas"], weights=weights)
+            refit = refit[0]
             check = np.array([_path_press(e), float(refit.press.min())])
             wins = random_points_win(*check, self._log)
             if wins:
-                e = self._refit_expansion(targets[t], None, e, points, refit, cut)
+                e = self._refit_expansion(targets[t], None, e, points, refit, cut, weights)
             e.info.update(random_check_press=check, landmarks="random" if wins else "selected")
             out.append(e)
         return out
 
-    def _refit_expansion(self, y, rows, expansion: KernelExpansion, support, refit, cut) -> KernelExpansion:
+    def _refit_expansion(self, y, rows, expansion: KernelExpansion, support, refit, cut, weights=None):
         """Return the expansion of a refit (:func:`kfdnumba._loo.refit_on_rows`) of a fit's points on every row.
 
-        ``rows``: the subset the fit ran on (its indices are mapped to X's), or None (it ran on X).
+        ``rows``: the subset the fit ran on (its indices are mapped to X's), or None (it ran on X);
+        ``weights``: every row's weights.
         """
         self._log(f"every row: {support.shape[0]} points, regulariser {refit.lam:.3g}")
         info = self._subset_info(expansion.info, rows)
@@ -269,9 +282,17 @@ class SparseKernelClassifier(KernelClassifier):
             press_path=np.asarray(info.get("loo_press", np.zeros((0, 0)))),
             lambdas=np.asarray(info.get("loo_lambdas", refit.lambdas)),
         )
-        out = loo_expansion(choice, support, y > 0, cut, info)
+        out = loo_expansion(choice, support, y > 0, cut, info, weights)
         f, positive = out.train_output, y > 0
-        self._finish_refit(out, positive, np.array([f[~positive].mean(), f[positive].mean()]))
+        w = np.ones(f.shape[0]) if weights is None else weights
+        means = (
+            np.array([f[~positive].mean(), f[positive].mean()])
+            if weights is None
+            else np.array(
+                [w[~positive] @ f[~positive] / w[~positive].sum(), w[positive] @ f[positive] / w[positive].sum()]
+            )
+        )
+        self._finish_refit(out, positive, means)
         return out
 
     def _subset_info(self, info: dict, rows) -> dict:
@@ -293,7 +314,9 @@ class SparseKernelClassifier(KernelClassifier):
             expansion.info["alpha"] = expansion.coef
 
 
-def check_against_random(estimator, X_rows, Y_rows, selected, drawn, expansions, union: bool, penalty, lambdas):
+def check_against_random(
+    estimator, X_rows, Y_rows, selected, drawn, expansions, union: bool, penalty, lambdas, weights=None
+):
     """``random_check`` of points selected on ``X_rows``: (PRESS of both, refits of the winner or None, random wins).
 
     One model (``union`` False): its leave-one-out path has priced its points on these rows already (the
@@ -301,17 +324,17 @@ def check_against_random(estimator, X_rows, Y_rows, selected, drawn, expansions,
     with the path's PRESS at the chosen size (as :meth:`SparseKernelClassifier._random_check` does
     without a subset); the refits returned are then the random points' or None. The union of several
     models' points (``shared_support``): both sets refitted with ``lambdas``, PRESS summed over the
-    models. Shared by the in-memory fit and :mod:`kfdnumba._dask_subset`.
+    models. Shared by the in-memory fit and :mod:`kfdnumba._dask_subset`. ``weights``: the rows' weights.
     """
     kernel = estimator.kernel_
     if union:
-        mine = refit_on_rows(kernel, X_rows, Y_rows, selected, penalty, lambdas)
-        theirs = refit_on_rows(kernel, X_rows, Y_rows, drawn, penalty, lambdas)
+        mine = refit_on_rows(kernel, X_rows, Y_rows, selected, penalty, lambdas, weights=weights)
+        theirs = refit_on_rows(kernel, X_rows, Y_rows, drawn, penalty, lambdas, weights=weights)
         checks = np.array([sum(float(r.press.min()) for r in refits) for refits in (mine, theirs)])
     else:
         (model,) = expansions
         mine = None
-        theirs = refit_on_rows(kernel, X_rows, Y_rows, drawn, penalty, model.info["loo_lambdas"])
+        theirs = refit_on_rows(kernel, X_rows, Y_rows, drawn, penalty, model.info["loo_lambdas"], weights=weights)
         checks = np.array([_path_press(model), float(theirs[0].press.min())])
     wins = random_points_win(*checks, estimator._log)
     return checks, (theirs if wins else mine), wins

@@ -98,17 +98,17 @@ path fits in memory), beyond the paper: nothing ℓ × ℓ is formed or factored
 
 Problems above ``max_memory_gb`` are refused with a clear error rather than swapping.
 
-A weighted fit (``multi_class="auto"``, the default with ``rho="auto"``), or ``"multinomial"``
-for any fit (beyond the paper, whose last section leaves a sparse multinomial kFDA open): each
-class against the rest (one problem with two classes) is fitted along its ρ path; each fit's
+``multi_class="multinomial"`` (beyond the paper, whose last section leaves a sparse multinomial
+kFDA open): each class against the rest (one problem with two classes) is fitted along its ρ path; each fit's
 retained points, largest coefficient first, are priced at the checkpoints of the class's
 two-class indicator fit (:func:`kfdnumba._multinomial.ordered_path`), and the class keeps the
 smallest checkpoint of any ρ within one standard error of its fewest leave-one-out errors. The
 model is the multinomial model of :mod:`kfdnumba._multinomial` on the union of the classes'
 points (one λ for the class indicator matrix, LDA of its leave-one-out outputs). Not a group-Lq
-penalty: a point is chosen for one class's problem and every class's outputs use it. ``"ovr"``,
-and ``"auto"`` unweighted: one kFDA_q model per class, the paper's (more accurate than the
-multinomial model on digits and USPS, the class docstring).
+penalty: a point is chosen for one class's problem and every class's outputs use it. ``"auto"``
+(the default) and ``"ovr"``: the paper's binary model, one per class against the rest for more
+classes (more accurate than the multinomial model on digits and USPS, the class docstring),
+weighted or not.
 
 Weights (``sample_weight``, ``class_weight``): a row of weight w counts as w copies, and a repeated
 row's α is split evenly over its copies, so the objective of the repeated rows is
@@ -118,7 +118,13 @@ scaled by s) with the penalty factors ``w_j^{1 - q/2}``: the same iteration, a d
 ``ρ Σw q w_j^{1 - q/2}``, started from every copy at 1 (``v = s``), a point pruned by ``|v_j| / s_j``
 (one copy's coefficient; sizes within ``PRUNE_TIE_RTOL`` go together, as copies do). Its iterates are
 those of the repeated rows. The low-rank path scales F's rows by s and P's rows by s_j, and its
-Woodbury solve takes the unequal ridge by the scaling ``D^{-1/2}``.
+Woodbury solve takes the unequal ridge by the scaling ``D^{-1/2}``. With ``rho="auto"`` each fit's
+points, one per distinct row (copies hold one coefficient between them), are priced by the weighted
+leave-one-out path (:class:`kfdnumba._loo.LooPath` with ``weights``: one copy left out at a time);
+the cut, the one-vs-rest union refit, ``random_check`` (its draw over the distinct rows) and the
+probabilities are weighted the same way, so integer weights give the model of the repeated rows on
+the exact path. (On the low-rank path the factor's pivots, ties among equal diagonals broken by row
+order, differ between the two, so the models agree to the factor's tolerance only.)
 """
 
 from __future__ import annotations
@@ -466,7 +472,7 @@ class _RhoTooSmall(ValueError):
     """The eq. (8) system at a ρ could not be solved (singular, or the iterates diverged): a larger ρ may be."""
 
 
-def _support_loo(columns, y: np.ndarray, active: np.ndarray, omega: np.ndarray) -> LooPath:
+def _support_loo(columns, y: np.ndarray, active: np.ndarray, omega: np.ndarray, weighting=None, groups=None) -> LooPath:
     """Return the leave-one-out ridge path over one kFDA_q fit's retained samples, largest ``|α|`` first.
 
     The retained columns ``K[:, j]`` (``columns(indices)`` returns them as an
@@ -479,11 +485,15 @@ def _support_loo(columns, y: np.ndarray, active: np.ndarray, omega: np.ndarray) 
     exact leave-one-out error of the ridge model on those columns (only the
     choice of the columns is not redone per left-out point). Like the greedy
     paths it stops ``LOO_PATIENCE`` columns after the best prefix, and it
-    prices at most ``LOO_MAX_PREFIX`` columns.
+    prices at most ``LOO_MAX_PREFIX`` columns. ``groups`` (the group of identical rows of each point): one
+    column per group, as the copies of a row hold one coefficient between them (:func:`_support_order`).
+    ``weighting`` (:class:`_Weighting`): a weighted fit, priced by the weighted path (one copy left out).
     """
-    support = _support_order(active, omega)[:LOO_MAX_PREFIX]
-    n = y.shape[0]
-    path = LooPath(y, default_lambdas(n), max(1, support.shape[0]), patience=LOO_PATIENCE)
+    root = None if weighting is None else weighting.root
+    support = _support_order(active, omega, root, groups)[:LOO_MAX_PREFIX]
+    weights = None if weighting is None else weighting.weights
+    total = float(y.shape[0] if weights is None else weights.sum())
+    path = LooPath(y, default_lambdas(total), max(1, support.shape[0]), patience=LOO_PATIENCE, weights=weights)
     for lo in range(0, support.shape[0], _LOO_BLOCK):
         chunk = support[lo : lo + _LOO_BLOCK]
         block = np.ascontiguousarray(columns(chunk).T)  # one row per column
@@ -508,7 +518,7 @@ def _support_order(active: np.ndarray, omega: np.ndarray, root=None, groups=None
     """Return a fit's retained points (training indices), the largest coefficient per unit weight first.
 
     A point's size is ``|v_j| / s_j`` (``root``: s; None: 1), ties by index; with ``groups`` (the group of
-    identical rows of each point) one point per group: its copies hold equal coefficients.
+    identical rows of each row) one point per group, its first row: its copies hold equal coefficients.
     """
     alpha = active > 0
     kept = active[alpha] - 1
@@ -517,7 +527,21 @@ def _support_order(active: np.ndarray, omega: np.ndarray, root=None, groups=None
     if groups is None:
         return order
     first = np.unique(groups[order], return_index=True)[1]
-    return order[np.sort(first)]
+    lowest = np.full(int(groups.max()) + 1, groups.shape[0])
+    np.minimum.at(lowest, groups, np.arange(groups.shape[0]))
+    return lowest[groups[order[np.sort(first)]]]
+
+
+def _row_groups(X: np.ndarray) -> np.ndarray:
+    """Return the group of identical rows of each row of X (copies of a row share one)."""
+    return np.unique(X, axis=0, return_inverse=True)[1].ravel()
+
+
+def _start(gram) -> tuple[np.ndarray, np.ndarray]:
+    """Return the MM start ``(active, ω)``: every copy's coefficient 1 (ω = 1; weighted v = s), the ridge next."""
+    n = gram.n
+    start = np.ones(n + 1) if gram.weighting is None else gram.weighting.scale.copy()
+    return np.arange(n + 1, dtype=np.int64), start
 
 
 def _class_targets(positive: np.ndarray, root: np.ndarray, total: float) -> np.ndarray:
@@ -679,11 +703,13 @@ class _Weighting:
 
     root: np.ndarray  # s (ℓ,)
     scale: np.ndarray  # (ℓ + 1,): 1, s
+    weights: np.ndarray  # w (ℓ,)
 
     @classmethod
     def of(cls, weights: np.ndarray) -> _Weighting:
-        root = np.sqrt(np.asarray(weights, dtype=np.float64))
-        return cls(root=root, scale=np.concatenate(([1.0], root)))
+        weights = np.asarray(weights, dtype=np.float64)
+        root = np.sqrt(weights)
+        return cls(root=root, scale=np.concatenate(([1.0], root)), weights=weights)
 
     def factors(self, q: float) -> np.ndarray:
         """Penalty factors of the coefficients (the bias's 1)."""
@@ -711,7 +737,11 @@ class _ExactGram:
         return self.K.shape[0]
 
     def columns(self, indices: np.ndarray) -> np.ndarray:
-        return self.K[:, indices]
+        """Return the kernel columns ``K[:, indices]`` (a weighted fit's ``S K S`` unscaled)."""
+        if self.weighting is None:
+            return self.K[:, indices]
+        root = self.weighting.root
+        return self.K[:, indices] / root[:, None] / root[indices][None, :]
 
     def targets(self, yhat: np.ndarray) -> _Targets:
         g = np.empty(self.n + 1)
@@ -915,15 +945,15 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
     multi_class : {"auto", "multinomial", "ovr"}, default "auto"
         With ``rho="auto"``. "multinomial": the multinomial model on the union of the points kFDA_q
         retains for each class against the rest (module docstring), for any number of classes;
-        "ovr": one kFDA_q model per class (the paper's; the binary model for two classes); "auto":
-        "multinomial" for a weighted fit, else "ovr". Unlike the greedy methods' joint selection,
-        the multinomial model is less accurate than one-vs-rest here (``benchmarks/results/multiclass.md``:
-        digits 1.91 % test error with 500 points against 1.61 % with 642, USPS 6.18 % with 724
-        against 5.58 % with 660; 20 Gaussian classes 39.89 % with 110 against 39.87 % with 407), so
-        "auto" keeps one-vs-rest for unweighted fits.
+        "auto" and "ovr": one kFDA_q model per class (the paper's; the binary model for two classes),
+        weighted or not. Unlike the greedy methods' joint selection, the multinomial model is less
+        accurate than one-vs-rest here (``benchmarks/results/multiclass.md``: digits 1.91 % test
+        error with 500 points against 1.61 % with 642, USPS 6.18 % with 724 against 5.58 % with 660;
+        20 Gaussian classes 39.89 % with 110 against 39.87 % with 407), so "auto" is one-vs-rest.
     class_weight : None, "balanced" or dict, default None
         Class weights, multiplying ``fit``'s ``sample_weight``; a weighted fit counts a row of
-        weight w as w copies of it (:class:`kfdnumba._base.SampleWeights`, module docstring).
+        weight w as w copies of it, in the binary and one-vs-rest models as in the multinomial one
+        (:class:`kfdnumba._base.SampleWeights`, module docstring).
     selection_rows : int, None or "auto", default "auto"
         With ``rho="auto"``, above this many training points (auto: 1000) the
         ρ path and the retained samples are computed on a stratified random
@@ -1101,16 +1131,18 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
             weighting=weighting,
         )
 
-    def _fit_targets(self, gram, y: np.ndarray) -> KernelExpansion:
+    def _fit_targets(self, gram, y: np.ndarray, groups=None) -> KernelExpansion:
+        """One binary kFDA_q model (``y`` ±1) on ``gram``, weighted when it is; ``groups``: the rows' copies."""
         n = gram.n
         n_pos = int(np.count_nonzero(y > 0))
         n_neg = n - n_pos
-        yhat = _class_targets(y > 0, np.ones(n), float(n))
+        root = np.ones(n) if gram.weighting is None else gram.weighting.root
+        yhat = _class_targets(y > 0, root, gram.total)
         midpoint = 0.5 * n * (1.0 / n_pos - 1.0 / n_neg)  # of the two targets: the paper's cut
         targets = gram.targets(yhat)
-        state = (np.arange(n + 1, dtype=np.int64), np.ones(n + 1))  # no zero entry: first iterate = ridge
+        state = _start(gram)
         if self.rho == "auto":
-            return self._fit_rho_path(gram, y, targets, state)
+            return self._fit_rho_path(gram, y, targets, state, groups)
         run = self._majorize_minimize(gram, targets, float(self.rho), float(self.q), *state)  # q: no "auto" here
         active, omega, outputs = run["active"], run["omega"], run["outputs"]
         pos = y > 0
@@ -1149,7 +1181,7 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
             "rank": gram.rank,
         }
 
-    def _fit_rho_path(self, gram, y, targets, state) -> KernelExpansion:
+    def _fit_rho_path(self, gram, y, targets, state, groups=None) -> KernelExpansion:
         """``rho="auto"``: kFDA_q along ``AUTO_RHOS`` (warm-started), each support priced by leave-one-out.
 
         Every fit's retained samples, largest ``|α|`` first, go through one
@@ -1161,7 +1193,7 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
         one whose PRESS is within ``AUTO_RHO_RTOL`` of the best over the whole
         path (then the larger ρ, then the larger q): the ridge fit on that
         prefix (λ by leave-one-out), its cut and probabilities from the
-        leave-one-out outputs.
+        leave-one-out outputs. A weighted ``gram``: the weighted path and cut (a row of weight w as w copies).
         """
         ypm = np.where(y > 0, 1.0, -1.0)
         qs = AUTO_QS if self.q == "auto" else (float(self.q),)
@@ -1179,7 +1211,7 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
                 failure = failed or failure
                 if run is None:
                     continue
-                path = _support_loo(gram.columns, ypm, run["active"], run["omega"])
+                path = _support_loo(gram.columns, ypm, run["active"], run["omega"], gram.weighting, groups)
                 choice = path.choice()
                 press = float(choice.press_path[choice.size].min())
                 kept = int(np.count_nonzero(run["active"]))
@@ -1207,7 +1239,8 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
         rho, q = float(table[pick, 0]), float(table[pick, 4])
         self._log(f"leave-one-out: rho = {rho:.3g}, q = {q:g}, {choice.size} points, lambda = {choice.lam:.3g}")
         info = {**self._run_info(gram, run), "rho_path": table, "loo_rho": rho, "loo_q": q}
-        expansion = loo_expansion(choice, support, y > 0, self.threshold, info)
+        weights = None if gram.weighting is None else gram.weighting.weights
+        expansion = loo_expansion(choice, support, y > 0, self.threshold, info, weights)
         order = np.argsort(expansion.support)  # alpha_ follows support_ (increasing indices)
         expansion.info.update(alpha=expansion.coef[order], bias=expansion.intercept, threshold=expansion.threshold)
         return expansion
@@ -1328,10 +1361,20 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
 
     # ------------------------------------------------------- the multinomial form
     def _joint_form(self, n_classes: int, weighted: bool) -> bool:
-        """``multi_class="auto"``: the multinomial model only for a weighted fit (class docstring)."""
-        if self.multi_class == "auto" and not weighted:
-            return False
-        return super()._joint_form(n_classes, weighted)
+        """Whether this fit is the multinomial form: only with ``multi_class="multinomial"`` (class docstring).
+
+        "auto" and "ovr" are the paper's binary model and one-vs-rest, weighted or not.
+        """
+        return self.multi_class == "multinomial"
+
+    def _random_points(self, X, count: int, rng) -> np.ndarray:
+        """Return ``count`` random training rows for ``random_check``: distinct rows, drawn uniformly.
+
+        The draw runs over the distinct rows in lexicographic order (the first row of each), so copies of a row
+        count once and a weighted fit draws what the fit of its repeated rows draws, in any row order.
+        """
+        first = np.unique(X, axis=0, return_index=True)[1]
+        return np.sort(first[rng.choice(first.shape[0], size=min(count, first.shape[0]), replace=False)])
 
     def _joint_model(self, X, encoded, rng, spec, weights):
         """Fit the multinomial form with the Lq selection (``multi_class``; a weighted fit): ``rho="auto"`` only.
@@ -1354,7 +1397,7 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
         ]
         Y = indicators(es, n_classes)
         lambdas = refit_lambdas(total, "auto")
-        groups = np.unique(Xs, axis=0, return_inverse=True)[1].ravel()  # copies of a row share a group
+        groups = _row_groups(Xs)
 
         def gram_of(S):
             KS = self.kernel_.columns(Xs, S)
@@ -1402,9 +1445,7 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
         Y = indicators(positive.astype(np.intp), 2)
         lambdas = refit_lambdas(total, "auto")
         qs = AUTO_QS if self.q == "auto" else (float(self.q),)
-        # the start: every copy's coefficient 1 (ω = 1 unweighted, v = s weighted), the ridge solution next
-        start = np.ones(n + 1) if gram.weighting is None else gram.weighting.scale.copy()
-        chain = [(np.arange(n + 1, dtype=np.int64), start)]
+        chain = [_start(gram)]
         root = np.ones(n) if gram.weighting is None else gram.weighting.root
         table, paths = [], []
         best, worse, steps = np.inf, 0, 0
@@ -1471,17 +1512,18 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
         return (run if alive else None), None
 
     # --------------------------------------------------------------- fit hooks
-    def _fit_binary(self, X, y, rng):
-        return self._fit_targets(self._shared_gram(X), y)
+    def _fit_binary(self, X, y, rng, weights=None):
+        return self._fit_targets(self._shared_gram(X, weights), y, _row_groups(X))
 
-    def _fit_one_vs_rest(self, X, targets, rng):
+    def _fit_one_vs_rest(self, X, targets, rng, weights=None):
         """One model per class on the shared K and K² (or low-rank factor), the classes on the call's threads.
 
         Each class's fit only reads ``gram`` (:class:`kfdnumba._threads.TaskThreads`: the same models on one
         thread or several). Its work, for the rule: about ℓ·r² per MM iteration (r = ℓ on the exact path), a
         few dozen iterations per ρ.
         """
-        gram = self._shared_gram(X)  # K and K² (or the low-rank factor) once for all classes
+        gram = self._shared_gram(X, weights)  # K and K² (or the low-rank factor) once for all classes
+        groups = _row_groups(X)
         width = gram.n if gram.rank is None else gram.rank
         work = 50.0 * targets.shape[0] * gram.n * width * width
-        return self._classes_on_threads(lambda c: self._fit_targets(gram, targets[c]), targets.shape[0], work)
+        return self._classes_on_threads(lambda c: self._fit_targets(gram, targets[c], groups), targets.shape[0], work)

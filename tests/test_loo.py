@@ -78,6 +78,60 @@ def test_closed_form_loo_equals_brute_force_refits(penalty, initial, monkeypatch
     np.testing.assert_allclose(choice.loo_output, brute_force_loo(K[:, idx], y, lam, P), rtol=1e-8, atol=1e-10)
 
 
+def weighted_ridge_fit(Z, y, lam, d):
+    """min Σ d_i (y_i - b - z_iᵀα)² + lam ||α||²: (b, α, one copy's leverage per row)."""
+    A = np.column_stack([np.ones(Z.shape[0]), Z])
+    H = A.T @ (A * d[:, None])
+    H[1:, 1:] += lam * np.eye(Z.shape[1])
+    a = np.linalg.solve(H, A.T @ (d * y))
+    return a[0], a[1:], np.einsum("ij,ji->i", A, np.linalg.solve(H, A.T))
+
+
+@pytest.mark.parametrize("penalty", ["l2", "kernel"])
+def test_weighted_path_is_the_repeated_rows_path_and_the_direct_solve(penalty):
+    """Integer weights: the path of the repeated rows (one copy left out at a time); any weights: a direct solve."""
+    X, y = two_blobs(30, seed=7)
+    y = y.astype(float)
+    counts = np.random.default_rng(0).integers(1, 4, size=y.shape[0])
+    K = rbf(X, X, 1.0)
+    order = [4, 11, 2, 25, 8]
+    lambdas = np.array([1e-3, 1e-1, 3.0])
+    rep = np.repeat(np.arange(y.shape[0]), counts)
+    weighted = LooPath(y, lambdas, len(order), penalty, patience=100, weights=counts.astype(float))
+    repeated = LooPath(y[rep], lambdas, len(order), penalty, patience=100)
+    real = np.random.default_rng(1).uniform(0.3, 2.5, size=y.shape[0])
+    direct = LooPath(y, lambdas, len(order), penalty, patience=100, weights=real)
+    np.testing.assert_allclose(weighted.cuts, repeated.cuts, rtol=1e-12)
+    assert weighted.errors == [float(counts.sum())]
+    for step, j in enumerate(order, start=1):
+        first = rep.tolist().index(j)  # the column of the first copy of point j
+        assert weighted.append(K[:, j], j) and repeated.append(K[rep, j], first) and direct.append(K[:, j], j)
+        for a in range(3):
+            np.testing.assert_allclose(weighted.press[step][a], repeated.press[step][a], rtol=1e-9)
+            np.testing.assert_allclose(weighted.f[a], repeated.f[a][np.searchsorted(rep, np.arange(30))], rtol=1e-9)
+        np.testing.assert_allclose(weighted.fourth, repeated.fourth, rtol=1e-9)
+        np.testing.assert_allclose(weighted.cuts, repeated.cuts, rtol=1e-9, atol=1e-12)
+        assert weighted.errors[step] == pytest.approx(repeated.errors[step], abs=1e-9)
+        idx = order[:step]
+        for a, lam in enumerate(lambdas):
+            if penalty == "kernel":  # P = K_II: α = R⁻¹β for K_II = RᵀR turns it into the l2 problem
+                continue
+            b, alpha, lev = weighted_ridge_fit(K[:, idx], y, lam, real)
+            np.testing.assert_allclose(direct.f[a], b + K[:, idx] @ alpha, rtol=1e-9, atol=1e-10)
+            np.testing.assert_allclose(direct.h[a], lev, rtol=1e-9)
+            loo = np.empty(y.shape[0])  # refits without one copy of each row (all of a row lighter than one)
+            for i in range(y.shape[0]):
+                d = real.copy()
+                d[i] -= min(d[i], 1.0)
+                b, alpha, _ = weighted_ridge_fit(K[:, idx], y, lam, d)
+                loo[i] = b + K[i, idx] @ alpha
+            np.testing.assert_allclose(direct.press[step][a], real @ (y - loo) ** 2 / real.sum(), rtol=1e-8)
+    choice, other = weighted.choice(), repeated.choice()
+    assert (choice.size, choice.lam) == (other.size, other.lam)
+    np.testing.assert_allclose(choice.coef, other.coef, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(choice.loo_output, other.loo_output[np.searchsorted(rep, np.arange(30))], rtol=1e-8)
+
+
 def test_scoring_index_is_the_largest_live_lambda_within_one_standard_error():
     from types import SimpleNamespace
 

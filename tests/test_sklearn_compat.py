@@ -61,11 +61,13 @@ def _check_id(estimator) -> str:
     return type(estimator).__name__ + ("-multinomial" if getattr(estimator, "multi_class", "") == "multinomial" else "")
 
 
-#: The one check an estimator's defaults fail, and why. LqKFD's default for more than two classes is one-vs-rest
-#: (more accurate than its multinomial model, benchmarks/results/multiclass.md) and its weighted fit is the
-#: multinomial form, so weights on 3 classes (the check's data) equal repeated rows only with
-#: multi_class="multinomial": checked below with every other check.
-KNOWN_FAILURES = {"LqKFD": {"check_sample_weight_equivalence_on_dense_data"}}
+#: The checks an estimator's defaults fail, and why. check_class_weight_classifiers weighs one class 1000 and the
+#: others 1e-4 on 50 noisy points and wants 87 % of the test points in the heavy class. A weight counts copies, so
+#: KFD sees each heavy row 1000 times: leaving one copy out cannot see it overfit, its μ goes to the bottom of the
+#: grid and the LDA of its (interpolated) leave-one-out outputs puts 72 % there. The sparse methods, on few
+#: points, keep the bar. (It passed while a row lighter than one copy was priced by one copy's leverage, above 1
+#: there and clipped: meaningless residuals that happened to push μ up; kfdnumba._loo.left_out.)
+KNOWN_FAILURES: dict = {"KFD": {"check_class_weight_classifiers"}}
 
 
 @pytest.mark.filterwarnings("ignore:Estimator .* does not inherit:UserWarning")

@@ -11,6 +11,13 @@ from kfdnumba._kernels import auto_sigma, checked_kernel
 from kfdnumba._loo import refit_on_rows
 
 WEIGHTED = [KFD, SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD, LqKFD]
+#: The methods whose weighted fit is the multinomial form (LqKFD's is its one-vs-rest or binary model).
+MULTINOMIAL_WEIGHTED = [KFD, SparseGreedyKFD, ReformativeKFD, MatchingPursuitKFD]
+
+
+def multinomial(cls) -> dict:
+    """The option that makes a weighted fit the multinomial form (LqKFD's "auto" is one-vs-rest)."""
+    return {"multi_class": "multinomial"} if cls is LqKFD else {}
 
 
 def assert_same_points_and_model(one, two, X):
@@ -37,11 +44,32 @@ def test_integer_weights_give_the_model_of_repeated_rows(cls):
     X, y = blobs()
     w = np.random.default_rng(1).integers(0, 4, size=y.shape[0])
     order = np.random.default_rng(2).permutation(y.shape[0])  # the weighted rows in another order
-    weighted = cls(random_state=0).fit(X[order], y[order], sample_weight=w[order].astype(float))
+    weighted = cls(random_state=0, **multinomial(cls)).fit(X[order], y[order], sample_weight=w[order].astype(float))
     repeated = cls(random_state=0, multi_class="multinomial").fit(np.repeat(X, w, axis=0), np.repeat(y, w))
     assert weighted.multi_class_ == repeated.multi_class_ == "multinomial"
     assert_same_points_and_model(weighted, repeated, X)
     np.testing.assert_allclose(weighted.transform(X), repeated.transform(X), atol=1e-6 * np.abs(X).max() + 1e-6)
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+@pytest.mark.parametrize("size", ["exact", "lowrank"])
+def test_lq_kfd_integer_weights_give_its_own_model_of_repeated_rows(classes, size):
+    """LqKFD's default with weights: the paper's binary model or one-vs-rest (weighted ρ path, cut, calibration)."""
+    X, y = blobs(90 if size == "exact" else 700, classes, 11)
+    w = np.random.default_rng(12).integers(0, 4, size=y.shape[0])
+    w[:classes] = 1
+    order = np.random.default_rng(13).permutation(y.shape[0])
+    options = {"random_state": 0, "q": "auto"} if size == "exact" else {"random_state": 0, "selection_rows": None}
+    weighted = LqKFD(**options).fit(X[order], y[order], sample_weight=w[order].astype(float))
+    repeated = LqKFD(**options).fit(np.repeat(X, w, axis=0), np.repeat(y, w))
+    assert weighted.multi_class_ == repeated.multi_class_ == ("binary" if classes == 2 else "ovr")
+    assert weighted.solver_ == repeated.solver_ == (size if classes == 2 else [size] * classes)
+    if size == "lowrank":  # the factor's first pivot is a tie (every K_ii = 1) broken by row order: to its tolerance
+        assert np.mean(weighted.predict(X) == repeated.predict(X)) > 0.97
+        return
+    assert_same_points_and_model(weighted, repeated, X)
+    np.testing.assert_allclose(weighted.transform(X), repeated.transform(X), atol=1e-6 * np.abs(X).max() + 1e-6)
+    assert np.all(np.asarray(weighted.landmarks_) == np.asarray(repeated.landmarks_))
 
 
 @pytest.mark.parametrize("cls", WEIGHTED)
@@ -50,7 +78,7 @@ def test_two_classes_integer_weights_give_the_multinomial_model_of_repeated_rows
     X, y = blobs(80, 2, 3)
     w = np.random.default_rng(4).integers(0, 4, size=y.shape[0])
     w[:2] = 1
-    weighted = cls(random_state=0).fit(X, y, sample_weight=w.astype(float))
+    weighted = cls(random_state=0, **multinomial(cls)).fit(X, y, sample_weight=w.astype(float))
     repeated = cls(random_state=0, multi_class="multinomial").fit(np.repeat(X, w, axis=0), np.repeat(y, w))
     assert weighted.multi_class_ == repeated.multi_class_ == "multinomial"
     assert weighted.decision_function(X).shape == (80,)
@@ -61,7 +89,7 @@ def test_two_classes_integer_weights_give_the_multinomial_model_of_repeated_rows
     assert binary.multi_class_ == "binary"  # "auto": the method's own two-class model when unweighted
 
 
-@pytest.mark.parametrize("cls", WEIGHTED)
+@pytest.mark.parametrize("cls", MULTINOMIAL_WEIGHTED)
 def test_one_vs_rest_refuses_weights_by_name(cls):
     X, y = blobs(60, 3, 3)
     with pytest.raises(ValueError, match="multi_class='ovr'"):
