@@ -204,66 +204,42 @@ def _direction_row(z, w, v0, inv, y):
 
 
 @jit(parallel=False)
-def _update_row(w, c, y, f, h, cut):
+def _update_row(w, c, y, f, h, cut, weights, share):
     """One λ's fits and hat diagonal on these rows: f += w c, h += w²; sums of the leave-one-out residuals.
 
     Returns Σ r² and Σ r⁴ of ``r = (y - f) / (1 - h)`` (Σ r⁴ gives the standard error of the PRESS, for
     :func:`scoring_index`), the sums of the leave-one-out outputs ``y - r`` over the positive and the
     negative rows (the next step's cut, :attr:`LooPath.cuts`) and the number of rows those outputs put on
     the wrong side of ``cut`` (above it: positive; :func:`path_done`'s error count).
+
+    Weighted rows (``weights`` not empty): every sum is weighted, and ``h`` is one copy's leverage
+    (``z_iᵀ H⁻¹ z_i``, ``H = ZᵀDZ + λP``), so ``r = (y - f) / (1 - s h)`` with s = ``share``
+    (:func:`left_out`) is the residual of leaving one copy of the row out (all of a row lighter than one
+    copy): a row of weight w counts as w copies of it. (Unweighted, d = s = 1 change no bit.)
     """
+    weighted = weights.shape[0] > 0
     total = 0.0
     fourth = 0.0
     positive = 0.0
     negative = 0.0
     wrong = 0.0
     for i in range(f.shape[0]):
+        d = weights[i] if weighted else 1.0
+        s = share[i] if weighted else 1.0
         fi = f[i] + w[i] * c
         hi = h[i] + w[i] * w[i]
         f[i] = fi
         h[i] = hi
-        r = (y[i] - fi) / max(1.0 - hi, _HAT_MARGIN)
-        r2 = r * r
-        total += r2
-        fourth += r2 * r2
-        loo = y[i] - r
-        p = 1.0 if y[i] > 0 else 0.0  # selects, not branches: the loop stays vectorised
-        above = 1.0 if loo > cut else 0.0
-        positive += p * loo
-        negative += loo - p * loo
-        wrong += p + above - 2.0 * p * above  # a positive row at or below the cut, a negative one above it
-    return total, fourth, positive, negative, wrong
-
-
-@jit(parallel=False)
-def _update_row_weighted(w, c, y, f, h, cut, weights, share):
-    """:func:`_update_row` on weighted rows: every sum over the rows weighted by ``weights``.
-
-    ``h`` is one copy's leverage (``z_iᵀ H⁻¹ z_i`` with ``H = ZᵀDZ + λP``), so ``r = (y - f) / (1 - s h)``,
-    s = ``share`` (:func:`left_out`), is the residual of leaving one copy of the row out (all of a row
-    lighter than one copy), and a row of weight w counts as w copies of it.
-    """
-    total = 0.0
-    fourth = 0.0
-    positive = 0.0
-    negative = 0.0
-    wrong = 0.0
-    for i in range(f.shape[0]):
-        fi = f[i] + w[i] * c
-        hi = h[i] + w[i] * w[i]
-        f[i] = fi
-        h[i] = hi
-        r = (y[i] - fi) / max(1.0 - share[i] * hi, _HAT_MARGIN)
-        d = weights[i]
+        r = (y[i] - fi) / max(1.0 - s * hi, _HAT_MARGIN)
         r2 = r * r
         total += d * r2
         fourth += d * r2 * r2
         loo = y[i] - r
-        p = 1.0 if y[i] > 0 else 0.0
+        p = 1.0 if y[i] > 0 else 0.0  # selects, not branches: the loop stays vectorised
         above = 1.0 if loo > cut else 0.0
-        positive += d * p * loo
+        positive += d * (p * loo)
         negative += d * (loo - p * loo)
-        wrong += d * (p + above - 2.0 * p * above)
+        wrong += d * (p + above - 2.0 * p * above)  # a positive row at or below the cut, a negative one above it
     return total, fourth, positive, negative, wrong
 
 
@@ -295,10 +271,11 @@ def _chunk_loo_update(w, alive, y, c_new, f, h, cuts):
     """
     g = f.shape[0]
     sums = np.zeros((LOO_SUMS, g))
+    unweighted = np.empty(0)
     for a in range(g):
         if alive[a]:
             sums[0, a], sums[1, a], sums[2, a], sums[3, a], sums[4, a] = _update_row(
-                w[a], c_new[a], y, f[a], h[a], cuts[a]
+                w[a], c_new[a], y, f[a], h[a], cuts[a], unweighted, unweighted
             )
     return sums
 
@@ -402,12 +379,7 @@ def _append_column(
         row = ZV[a]  # becomes the new column of W (in place), then updates the fits
         c = _direction_row(z, row, V[a, 0], 1.0 / np.sqrt(gammas[a]), wy_target)
         wy[a, m + 1] = c
-        if weighted:
-            total, fourth, positive_sum, negative_sum, wrong = _update_row_weighted(
-                row, c, y, f[a], h[a], cuts[a], weights, share
-            )
-        else:
-            total, fourth, positive_sum, negative_sum, wrong = _update_row(row, c, y, f[a], h[a], cuts[a])
+        total, fourth, positive_sum, negative_sum, wrong = _update_row(row, c, y, f[a], h[a], cuts[a], weights, share)
         press[0, a] = total / total_weight
         press[1, a] = fourth / total_weight
         press[2, a], press[3, a], press[4, a] = positive_sum, negative_sum, wrong
