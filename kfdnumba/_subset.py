@@ -211,7 +211,7 @@ class SparseKernelClassifier(KernelClassifier):
             w_rows = None if weights is None else (weights if every_row else weights[rows])
             for k, g in enumerate(groups):
                 Y_rows = targets[g] if every_row else targets[g][:, rows]
-                drawn = self._random_points(X[rows], sets[k].shape[0], rng)
+                drawn = self._random_points(X[rows], sets[k].shape[0], rng, None if weights is None else weights[rows])
                 on = (rows[sets[k]], rows[drawn]) if every_row else (sets[k], drawn)
                 checks[k], priced[k], wins = check_against_random(
                     self, X_rows, Y_rows, *on, [expansions[t] for t in g], union, penalty, lambdas, w_rows
@@ -238,8 +238,8 @@ class SparseKernelClassifier(KernelClassifier):
         """Whether ``random_check`` applies (MatchingPursuitKFD's ``criterion="auto"`` already prices random bases)."""
         return True
 
-    def _random_points(self, X, count: int, rng) -> np.ndarray:
-        """Return ``count`` uniformly random training rows (sorted) for ``random_check``."""
+    def _random_points(self, X, count: int, rng, weights=None) -> np.ndarray:
+        """Return ``count`` uniformly random training rows (sorted) for ``random_check`` (``weights``: the rows')."""
         return np.sort(rng.choice(X.shape[0], size=count, replace=False))
 
     def _random_check(self, X, targets, expansions, rng, spec, weights=None) -> list[KernelExpansion]:
@@ -252,7 +252,7 @@ class SparseKernelClassifier(KernelClassifier):
         penalty, _, cut = spec
         out = []
         for t, e in enumerate(expansions):
-            points = self._random_points(X, np.asarray(e.support).shape[0], rng)
+            points = self._random_points(X, np.asarray(e.support).shape[0], rng, weights)
             refit = refit_on_rows(self.kernel_, X, targets[t], points, penalty, e.info["loo_lambdas"], weights=weights)
             refit = refit[0]
             check = np.array([_path_press(e), float(refit.press.min())])

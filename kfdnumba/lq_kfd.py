@@ -1367,13 +1367,16 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
         """
         return self.multi_class == "multinomial"
 
-    def _random_points(self, X, count: int, rng) -> np.ndarray:
-        """Return ``count`` random training rows for ``random_check``: distinct rows, drawn uniformly.
+    def _random_points(self, X, count: int, rng, weights=None) -> np.ndarray:
+        """Return ``count`` random training rows for ``random_check``: distinct rows when rows repeat or weigh.
 
-        The draw runs over the distinct rows in lexicographic order (the first row of each), so copies of a row
-        count once and a weighted fit draws what the fit of its repeated rows draws, in any row order.
+        When some rows repeat or carry weights the draw runs over the distinct rows in lexicographic order (the
+        first row of each), so copies of a row count once and a weighted fit draws what the fit of its repeated
+        rows draws, in any row order; otherwise over every row in its order, as the other methods draw.
         """
         first = np.unique(X, axis=0, return_index=True)[1]
+        if weights is None and first.shape[0] == X.shape[0]:
+            return super()._random_points(X, count, rng)
         return np.sort(first[rng.choice(first.shape[0], size=min(count, first.shape[0]), replace=False)])
 
     def _joint_model(self, X, encoded, rng, spec, weights):

@@ -241,3 +241,17 @@ def test_a_paper_model_refuses_weights(model):
     X, y = blobs(60, 2, 20)
     with pytest.raises(ValueError, match="leave-one-out model"):
         model.fit(X, y, sample_weight=np.full(60, 2.0))
+
+
+def test_lq_kfd_random_landmarks_of_weighted_and_repeated_rows_are_the_same(monkeypatch):
+    """random_check draws among the distinct rows when rows repeat or weigh: the same draw in any row order."""
+    import kfdnumba._subset as subset_module
+
+    monkeypatch.setattr(subset_module, "RANDOM_CHECK_RTOL", -1e9)  # random points always win
+    X, y = blobs(90, 3, 14)
+    w = np.random.default_rng(15).integers(1, 4, size=y.shape[0])
+    order = np.random.default_rng(16).permutation(y.shape[0])
+    weighted = LqKFD(random_state=3).fit(X[order], y[order], sample_weight=w[order].astype(float))
+    repeated = LqKFD(random_state=3).fit(np.repeat(X, w, axis=0), np.repeat(y, w))
+    assert weighted.landmarks_ == repeated.landmarks_ == ["random"] * 3
+    assert_same_points_and_model(weighted, repeated, X)
