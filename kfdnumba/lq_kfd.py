@@ -121,10 +121,11 @@ those of the repeated rows. The low-rank path scales F's rows by s and P's rows 
 Woodbury solve takes the unequal ridge by the scaling ``D^{-1/2}``. With ``rho="auto"`` each fit's
 points, one per distinct row (copies hold one coefficient between them), are priced by the weighted
 leave-one-out path (:class:`kfdnumba._loo.LooPath` with ``weights``: one copy left out at a time);
-the cut, the one-vs-rest union refit, ``random_check`` (its draw over the distinct rows) and the
-probabilities are weighted the same way, so integer weights give the model of the repeated rows on
-the exact path. (On the low-rank path the factor's pivots, ties among equal diagonals broken by row
-order, differ between the two, so the models agree to the factor's tolerance only.)
+the cut, the one-vs-rest union refit, ``random_check`` (drawing among the distinct rows when rows
+repeat or weigh) and the probabilities are weighted the same way, so integer weights give the model
+of the repeated rows on the exact path. (On the low-rank path the factor's pivots, ties among equal
+diagonals broken by row order, differ between the two, so the models agree to the factor's
+tolerance only.)
 """
 
 from __future__ import annotations
