@@ -64,7 +64,6 @@ __all__ = [
     "LooChoice",
     "loo_expansion",
     "default_lambdas",
-    "left_out",
     "path_lambdas",
     "path_bytes",
     "record_press",
@@ -120,17 +119,6 @@ _HAT_MARGIN = 1e-10
 _NO_CROSS = np.empty(0)
 _NO_MEANS = np.empty((0, 2))
 _NO_ROWS = np.empty(0)
-
-
-def left_out(weights: np.ndarray) -> np.ndarray:
-    """Return the part of each weighted row a leave-one-out residual leaves out: one copy, or all of a lighter row.
-
-    A row of weight w ≥ 1 counts as w copies, and leaving one copy out gives the repeated rows' residual
-    ``e / (1 - l)``, l one copy's leverage. A row lighter than one copy (w < 1) is left out whole,
-    ``e / (1 - w l)`` (its leverage in the weighted fit, below 1): one copy's leverage, l ≤ 1/w, can
-    exceed 1 there (class weights of 1e-4 made it 10⁴, and the PRESS of such rows meaningless).
-    """
-    return np.minimum(weights, 1.0)
 
 
 def default_lambdas(n: int) -> np.ndarray:
@@ -204,7 +192,7 @@ def _direction_row(z, w, v0, inv, y):
 
 
 @jit(parallel=False)
-def _update_row(w, c, y, f, h, cut, weights, share):
+def _update_row(w, c, y, f, h, cut, weights):
     """One λ's fits and hat diagonal on these rows: f += w c, h += w²; sums of the leave-one-out residuals.
 
     Returns Σ r² and Σ r⁴ of ``r = (y - f) / (1 - h)`` (Σ r⁴ gives the standard error of the PRESS, for
@@ -213,9 +201,8 @@ def _update_row(w, c, y, f, h, cut, weights, share):
     the wrong side of ``cut`` (above it: positive; :func:`path_done`'s error count).
 
     Weighted rows (``weights`` not empty): every sum is weighted, and ``h`` is one copy's leverage
-    (``z_iᵀ H⁻¹ z_i``, ``H = ZᵀDZ + λP``), so ``r = (y - f) / (1 - s h)`` with s = ``share``
-    (:func:`left_out`) is the residual of leaving one copy of the row out (all of a row lighter than one
-    copy): a row of weight w counts as w copies of it. (Unweighted, d = s = 1 change no bit.)
+    (``z_iᵀ H⁻¹ z_i``, ``H = ZᵀDZ + λP``), so r is the residual of leaving one copy of the row out: a row
+    of weight w counts as w copies of it. (Unweighted, d = 1 changes no bit.)
     """
     weighted = weights.shape[0] > 0
     total = 0.0
@@ -225,12 +212,11 @@ def _update_row(w, c, y, f, h, cut, weights, share):
     wrong = 0.0
     for i in range(f.shape[0]):
         d = weights[i] if weighted else 1.0
-        s = share[i] if weighted else 1.0
         fi = f[i] + w[i] * c
         hi = h[i] + w[i] * w[i]
         f[i] = fi
         h[i] = hi
-        r = (y[i] - fi) / max(1.0 - s * hi, _HAT_MARGIN)
+        r = (y[i] - fi) / max(1.0 - hi, _HAT_MARGIN)
         r2 = r * r
         total += d * r2
         fourth += d * r2 * r2
@@ -275,7 +261,7 @@ def _chunk_loo_update(w, alive, y, c_new, f, h, cuts):
     for a in range(g):
         if alive[a]:
             sums[0, a], sums[1, a], sums[2, a], sums[3, a], sums[4, a] = _update_row(
-                w[a], c_new[a], y, f[a], h[a], cuts[a], unweighted, unweighted
+                w[a], c_new[a], y, f[a], h[a], cuts[a], unweighted
             )
     return sums
 
@@ -321,15 +307,14 @@ def _append_column(
     press,
     cuts,
     weights,
-    share,
     wy_target,
     total_weight,
 ):
     """One step of :meth:`LooPath.append` in one call: border the factors, the new W column, fits, PRESS.
 
     ``weights`` (empty: every row 1) weight the rows: the cross products are ``ZᵀDz`` and ``zᵀDz``, ``Wᵀ``
-    multiplies ``wy_target`` = Dy (y unweighted), the sums are weighted, ``total_weight`` = ΣD is their
-    denominator and ``share`` the part of each row left out (:func:`left_out`; :class:`LooPath`).
+    multiplies ``wy_target`` = Dy (y unweighted), the sums are weighted and ``total_weight`` = ΣD is their
+    denominator (:class:`LooPath`).
 
     ``columns[:m]`` are the earlier columns (rows), or with ``means`` (m × 2, else empty) those rows
     less their class means (``M₋`` on the negative rows, ``M₊`` on the ``positive`` ones); ``cross`` is
@@ -379,7 +364,7 @@ def _append_column(
         row = ZV[a]  # becomes the new column of W (in place), then updates the fits
         c = _direction_row(z, row, V[a, 0], 1.0 / np.sqrt(gammas[a]), wy_target)
         wy[a, m + 1] = c
-        total, fourth, positive_sum, negative_sum, wrong = _update_row(row, c, y, f[a], h[a], cuts[a], weights, share)
+        total, fourth, positive_sum, negative_sum, wrong = _update_row(row, c, y, f[a], h[a], cuts[a], weights)
         press[0, a] = total / total_weight
         press[1, a] = fourth / total_weight
         press[2, a], press[3, a], press[4, a] = positive_sum, negative_sum, wrong
@@ -715,8 +700,7 @@ class LooPath:
     weights : ndarray (ℓ,) or None
         The rows' weights (positive): the weighted ridge fit ``min Σ_i w_i (y_i - f_i)² + λ αᵀPα``, a row
         of weight w counting as w copies of it. ``h`` is then one copy's leverage, the leave-one-out
-        residual that of leaving one copy out (all of a row lighter than one copy, :func:`left_out`), and
-        the PRESS, the error count and the class sums are
+        residual that of leaving one copy out, and the PRESS, the error count and the class sums are
         weighted (``n_rows``: the total weight), so integer weights give the path of the repeated rows.
     """
 
@@ -734,12 +718,11 @@ class LooPath:
         self.y = np.ascontiguousarray(y, dtype=np.float64)
         rows = self.y.shape[0]
         if weights is None:
-            self.weights, self.wy_target, self.share = _NO_ROWS, self.y, _NO_ROWS
+            self.weights, self.wy_target = _NO_ROWS, self.y
             n = self.n_rows = rows
         else:
             self.weights = np.ascontiguousarray(weights, dtype=np.float64)
             self.wy_target = self.weights * self.y
-            self.share = left_out(self.weights)
             n = self.n_rows = float(self.weights.sum())
         self.lambdas = np.asarray(lambdas, dtype=np.float64)
         g = self.lambdas.shape[0]
@@ -792,8 +775,6 @@ class LooPath:
         resid = (self.y - self.f) / np.maximum(1.0 - self.h, _HAT_MARGIN)
         squares = resid * resid
         if self.weights.shape[0]:
-            resid = (self.y - self.f) / np.maximum(1.0 - self.h * self.share, _HAT_MARGIN)
-            squares = resid * resid
             return (squares @ self.weights) / self.n_rows, (squares * squares @ self.weights) / self.n_rows
         return np.mean(squares, axis=1), np.mean(squares * squares, axis=1)
 
@@ -839,7 +820,6 @@ class LooPath:
             press,
             self.cuts,
             self.weights,
-            self.share,
             self.wy_target,
             float(self.n_rows),
         ):
@@ -870,8 +850,7 @@ class LooPath:
             size, a = self.best
             f, h = self._best_state
         coef_all = back_substitution(self.L[a], size + 1, self.wy[a, : size + 1])  # a = L⁻ᵀ (Wᵀy)
-        left = h if not self.weights.shape[0] else h * self.share
-        loo = self.y - (self.y - f) / np.maximum(1.0 - left, _HAT_MARGIN)
+        loo = self.y - (self.y - f) / np.maximum(1.0 - h, _HAT_MARGIN)
         return LooChoice(
             size=size,
             lam=float(self.lambdas[a]),
@@ -890,9 +869,9 @@ def loo_expansion(
 ) -> KernelExpansion:
     """Return the kernel expansion of a leave-one-out choice, scaled so the training class means are 2 apart.
 
-    ``threshold``: ``"auto"`` (``auto_cut`` on the leave-one-out outputs,
-    the midpoint if it does not exist), ``"midpoint"`` (of the training class
-    means), ``"bayes"`` (separate-variance Bayes cut of the training outputs),
+    ``threshold``: ``"auto"`` (``auto_cut`` on the leave-one-out outputs; where it does not exist, as
+    when they do not separate the classes, on the training outputs; else the midpoint), ``"midpoint"``
+    (of the training class means), ``"bayes"`` (separate-variance Bayes cut of the training outputs),
     or a callable ``(train_output, positive) -> cut``. ``weights``: the rows' weights (the class means
     and the cut weighted; None: all 1).
     """
@@ -907,6 +886,8 @@ def loo_expansion(
     midpoint = 0.5 * (m_pos + m_neg)
     if threshold == "auto":
         cut = auto_cut(choice.loo_output, positive, weights)
+        if cut is None:  # the leave-one-out outputs do not separate the classes: the training outputs' cut
+            cut = auto_cut(f, positive, weights)
         cut = midpoint if cut is None else cut
     elif threshold in ("midpoint", "bayes"):  # of the training outputs (kfdnumba._base.choose_threshold)
         cut = choose_threshold(threshold, midpoint, f, positive, weights)
@@ -1143,14 +1124,10 @@ class RefitSolution:
         return H
 
     @staticmethod
-    def loo_residuals(Y_block: np.ndarray, hat: np.ndarray, fits: np.ndarray, share=None) -> np.ndarray:
-        """Leave-one-out residuals (rows × c × g) of :meth:`block_fits`'s output for the block's targets (c × rows).
-
-        ``share``: the part of each row left out (:func:`left_out`; None: one copy, as unweighted).
-        """
+    def loo_residuals(Y_block: np.ndarray, hat: np.ndarray, fits: np.ndarray) -> np.ndarray:
+        """Leave-one-out residuals (rows × c × g) of :meth:`block_fits`'s output for the block's targets (c × rows)."""
         resid = np.subtract(Y_block.T[:, :, None], fits)
-        left = hat if share is None else hat * share[:, None]
-        resid /= np.maximum(1.0 - left, _HAT_MARGIN)[:, None, :]
+        resid /= np.maximum(1.0 - hat, _HAT_MARGIN)[:, None, :]
         return resid
 
     def coefficients(self, best: np.ndarray):
@@ -1289,7 +1266,6 @@ def refit_on_rows(
     if len(row_blocks(n, m, REFIT_BLOCK_BYTES)) == 1:  # one block: its features once, centred in place
         values = basis.features(kernel, X, points)
     w = None if weights is None else np.asarray(weights, dtype=np.float64)
-    share = None if w is None else left_out(w)
     sol = solve_refit(refit_sums(kernel, X, Y2, points, basis, values, w), basis, lambdas)
     total = float(n if w is None else w.sum())
     g, r = sol.lambdas.shape[0], basis.size
@@ -1300,8 +1276,7 @@ def refit_on_rows(
             U = _times_in_place(values, sol.W)
             U -= sol.offset
             for lo, hi in chunks:  # memory O(chunk · c · g), not O(ℓ c g)
-                part = None if share is None else share[lo:hi]
-                resid = sol.loo_residuals(Y2[:, lo:hi], sol.hats_of(U[lo:hi]), sol.fits_of(U[lo:hi]), part)
+                resid = sol.loo_residuals(Y2[:, lo:hi], sol.hats_of(U[lo:hi]), sol.fits_of(U[lo:hi]))
                 press += _press_sum(resid, None if w is None else w[lo:hi])
             press /= total
             best = _chosen_lambdas(press, shared)
@@ -1317,7 +1292,7 @@ def refit_on_rows(
         F = np.empty((n, c, g)) if store else None
         for lo, hi in blocks:
             hat, fits = sol.block_fits(kernel, X[lo:hi], points, out=buffer[: hi - lo])
-            resid = sol.loo_residuals(Y2[:, lo:hi], hat, fits, None if share is None else share[lo:hi])
+            resid = sol.loo_residuals(Y2[:, lo:hi], hat, fits)
             press += _press_sum(resid, None if w is None else w[lo:hi])
             del resid
             if store:
@@ -1338,7 +1313,7 @@ def refit_on_rows(
     refits = []
     for t in range(c):
         a = int(best[t])
-        hat = np.maximum(1.0 - (hats[:, t] if share is None else hats[:, t] * share), _HAT_MARGIN)
+        hat = np.maximum(1.0 - hats[:, t], _HAT_MARGIN)
         refits.append(
             RowRefit(
                 coef=coefs[:, t].copy(),

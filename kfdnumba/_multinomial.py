@@ -93,7 +93,7 @@ import numpy as np
 
 from ._base import MemoryBudget, Progress
 from ._jit import jit
-from ._loo import RefitSums, best_lambda, gram_basis, left_out, refit_lambdas, refit_on_rows, solve_refit
+from ._loo import RefitSums, best_lambda, gram_basis, refit_lambdas, refit_on_rows, solve_refit
 from ._threads import ALTERNATING_BLAS_MIN_WORK, blas_section
 
 __all__ = [
@@ -254,8 +254,7 @@ def ridge_loo(
     ``weights`` (None: all 1): a row of weight w counts as w copies of it, and its leave-one-out residual
     is that of leaving ONE copy out, ``e_i / (1 - l_i)`` with ``l_i = 1/Σw + u_iᵀ(G + λI)⁻¹u_i`` (the
     centred features u and their weighted Gram matrix G), so integer weights give exactly the fit, the
-    PRESS and the error count of repeated rows; a row lighter than one copy is left out whole
-    (:func:`kfdnumba._loo.left_out`).
+    PRESS and the error count of repeated rows.
     """
     n, c = Y.shape
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
@@ -270,7 +269,7 @@ def ridge_loo(
         U = Phi @ sol.W
     U -= sol.offset
     hats, fits = sol.hats_of(U), sol.fits_of(U)  # ℓ × g, ℓ × C × g
-    resid = sol.loo_residuals(Y.T, hats, fits, None if weights is None else left_out(w))
+    resid = sol.loo_residuals(Y.T, hats, fits)
     press = np.einsum("itg,itg,i->g", resid, resid, w) / total
     a = int(best_lambda(press[None, :])[0])
     coef, intercept = sol.coefficients(np.full(c, a))

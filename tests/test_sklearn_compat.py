@@ -61,13 +61,8 @@ def _check_id(estimator) -> str:
     return type(estimator).__name__ + ("-multinomial" if getattr(estimator, "multi_class", "") == "multinomial" else "")
 
 
-#: The checks an estimator's defaults fail, and why. check_class_weight_classifiers weighs one class 1000 and the
-#: others 1e-4 on 50 noisy points and wants 87 % of the test points in the heavy class. A weight counts copies, so
-#: KFD sees each heavy row 1000 times: leaving one copy out cannot see it overfit, its μ goes to the bottom of the
-#: grid and the LDA of its (interpolated) leave-one-out outputs puts 72 % there. The sparse methods, on few
-#: points, keep the bar. (It passed while a row lighter than one copy was priced by one copy's leverage, above 1
-#: there and clipped: meaningless residuals that happened to push μ up; kfdnumba._loo.left_out.)
-KNOWN_FAILURES: dict = {"KFD": {"check_class_weight_classifiers"}}
+#: The checks an estimator's defaults fail, and why: none.
+KNOWN_FAILURES: dict = {}
 
 
 @pytest.mark.filterwarnings("ignore:Estimator .* does not inherit:UserWarning")

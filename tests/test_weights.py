@@ -168,6 +168,37 @@ def test_weighted_refit_on_rows_equals_repeated_rows():
         np.testing.assert_allclose(a.press, b.press, rtol=1e-9)
 
 
+def test_weighted_output_statistics_are_those_of_repeated_rows():
+    from kfdnumba._base import auto_cut, class_moments, logistic_slope, pooled_class_stats
+
+    rng = np.random.default_rng(19)
+    out = rng.normal(size=40) + np.r_[np.ones(15), -np.ones(25)]
+    positive = np.r_[np.ones(15, bool), np.zeros(25, bool)]
+    w = rng.integers(1, 4, size=40)
+    rows = np.repeat(np.arange(40), w)
+    np.testing.assert_allclose(class_moments(out, positive, w.astype(float)), class_moments(out[rows], positive[rows]))
+    np.testing.assert_allclose(
+        pooled_class_stats(out, positive, w.astype(float)), pooled_class_stats(out[rows], positive[rows])
+    )
+    assert auto_cut(out, positive, w.astype(float)) == pytest.approx(auto_cut(out[rows], positive[rows]), rel=1e-12)
+    labels = np.where(positive, 1.0, -1.0)
+    assert logistic_slope(3 * out, labels, 1.0, w.astype(float)) == pytest.approx(
+        logistic_slope(3 * out[rows], labels[rows], 1.0), rel=1e-9
+    )
+
+
+def test_a_spread_within_rounding_is_no_spread():
+    """Identical outputs summed in another order leave a spread of 1e-32: no separate-variance cut from it."""
+    from kfdnumba._base import auto_cut, pooled_cut
+
+    out = np.r_[np.full(3, 0.9435872032486844), np.linspace(-2.0, 0.3, 24)]
+    positive = np.r_[np.ones(3, bool), np.zeros(24, bool)]
+    moments_equal = auto_cut(out, positive)
+    out[0] = np.nextafter(out[0], 1.0)  # a last-bit difference
+    assert auto_cut(out, positive) == pytest.approx(moments_equal, rel=1e-12)
+    assert moments_equal == pytest.approx(pooled_cut(out, positive), rel=1e-12)
+
+
 def test_selection_on_a_subset_takes_the_weights():
     X, y = blobs(300, 3, 12)
     w = np.random.default_rng(13).uniform(0.5, 2.0, size=300)
