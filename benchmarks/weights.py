@@ -7,7 +7,8 @@ realisations 1 … ``--realizations`` (default 5), as the IDA splits give them.
 Methods. ``KFD``, ``SparseGreedyKFD``, ``ReformativeKFD``, ``MatchingPursuitKFD`` and ``LqKFD`` with
 their defaults (``sigma="auto"``, ``random_state`` = the realisation, ``n_jobs=1``) in three settings:
 without weights (the binary model), ``multi_class="multinomial"`` without weights (the form a weighted fit
-takes, so that the weights' own effect is the difference to the third), and ``class_weight="balanced"``;
+takes, so that the weights' own effect is the difference to the third; LqKFD's weighted fit is its binary
+model, so for it the first row is that reference), and ``class_weight="balanced"``;
 scikit-learn's ``SVC`` with the same RBF width (γ = 1/(2σ²), σ = ``auto_sigma`` of the training part),
 without weights and balanced. One BLAS / OpenMP thread (threadpoolctl).
 
