@@ -1605,8 +1605,8 @@ class KernelClassifier(ClassifierMixin, BaseEstimator):
                 sample = (out, y, w) if rows is None else (out[rows], y[rows], None if w is None else w[rows])
             elif e.output_stats is not None and e.validation_counts is not None:
                 sample = e.calibration
-            if sample is not None:
-                weight = sample[2] if len(sample) > 2 and sample[2] is not None else np.ones(sample[0].shape[0])
+            if sample is not None:  # outputs, labels and the weights or None (dask's calibration has no weights)
+                weight = sample[2] if len(sample) > 2 else None
                 sample = (slope[c] * sample[0], np.where(sample[1] > 0, 1.0, -1.0), weight)
             samples.append(sample)
             if counts is not None:  # leave-one-out outputs: does the model separate the classes?

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._base import NO_SEPARATION, KernelExpansion, auto_cut, charge, choose_threshold, pooled_class_stats
+from ._base import NO_SEPARATION, KernelExpansion, auto_cut, charge, choose_threshold, class_moments
 from ._jit import jit
 from ._linalg import back_substitution, forward_substitution
 from ._threads import ALTERNATING_BLAS_MIN_WORK, blas_section
@@ -876,10 +876,7 @@ def loo_expansion(
     and the cut weighted; None: all 1).
     """
     f = choice.train_output
-    if weights is None:
-        m_pos, m_neg = float(f[positive].mean()), float(f[~positive].mean())
-    else:
-        m_neg, m_pos, _ = pooled_class_stats(f, positive, weights)
+    (_, m_neg, _), (_, m_pos, _) = class_moments(f, positive, weights)
     if not m_pos > m_neg:
         raise ValueError(NO_SEPARATION)
     scale = 2.0 / (m_pos - m_neg)

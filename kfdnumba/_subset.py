@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ._base import Interval, KernelClassifier, KernelExpansion, Options, stratified_subset
+from ._base import Interval, KernelClassifier, KernelExpansion, Options, class_moments, stratified_subset
 from ._loo import LooChoice, loo_expansion, refit_lambdas, refit_on_rows
 from ._multinomial import fit_multinomial
 
@@ -140,13 +140,17 @@ class SparseKernelClassifier(KernelClassifier):
 
     def _fit_weighted(self, X, encoded, weights, rng):
         """Fit the weighted model: the joint selection of :mod:`kfdnumba._multinomial` on weighted rows (any C)."""
+        return self._joint_model(X, encoded, rng, self._weighted_spec(), weights)
+
+    def _weighted_spec(self) -> tuple:
+        """Return :meth:`_refit_spec` for a weighted fit: the leave-one-out model's, else a ValueError."""
         spec = self._refit_spec()
         if spec is None:
             raise ValueError(
                 f"{type(self).__name__}: sample_weight and class_weight need the leave-one-out model (the default "
                 "size, regulariser or cut); the paper's model with fixed options is unweighted."
             )
-        return self._joint_model(X, encoded, rng, spec, weights)
+        return spec
 
     def _joint_rows(self, X, encoded, rng) -> np.ndarray | None:
         """Return the rows a joint selection runs on: a stratified subset above ``selection_rows``, else None."""
@@ -174,12 +178,7 @@ class SparseKernelClassifier(KernelClassifier):
         )
 
     def _fit_expansions(self, X, encoded, targets, rng, weights=None) -> list[KernelExpansion]:
-        spec = self._refit_spec()
-        if weights is not None and spec is None:
-            raise ValueError(
-                f"{type(self).__name__}: sample_weight and class_weight need the leave-one-out model (the default "
-                "size, regulariser or cut); the paper's model with fixed options is unweighted."
-            )
+        spec = self._refit_spec() if weights is None else self._weighted_spec()
         size = self._selection_size(X.shape[0])
         union = self.shared_support and targets.shape[0] > 1 and spec is not None
         check = spec is not None and self.random_check and self._checks_random_points()
@@ -207,11 +206,13 @@ class SparseKernelClassifier(KernelClassifier):
         priced = [None] * len(groups)
         every_row = size is None or (union and X.shape[0] <= UNION_CHECK_EVERY_ROW * rows.shape[0])
         if check:  # selected against random points, priced on the selection's rows (cheap above them) or on every row
-            X_rows = X if every_row else X[rows]
-            w_rows = None if weights is None else (weights if every_row else weights[rows])
+            # the rows the selection ran on (X itself without a subset: no copy), and those the check prices on
+            X_sel = X if size is None else X[rows]
+            w_sel = weights if weights is None or size is None else weights[rows]
+            X_rows, w_rows = (X, weights) if every_row else (X_sel, w_sel)
             for k, g in enumerate(groups):
                 Y_rows = targets[g] if every_row else targets[g][:, rows]
-                drawn = self._random_points(X[rows], sets[k].shape[0], rng, None if weights is None else weights[rows])
+                drawn = self._random_points(X_sel, sets[k].shape[0], rng, w_sel)
                 on = (rows[sets[k]], rows[drawn]) if every_row else (sets[k], drawn)
                 checks[k], priced[k], wins = check_against_random(
                     self, X_rows, Y_rows, *on, [expansions[t] for t in g], union, penalty, lambdas, w_rows
@@ -284,15 +285,7 @@ class SparseKernelClassifier(KernelClassifier):
         )
         out = loo_expansion(choice, support, y > 0, cut, info, weights)
         f, positive = out.train_output, y > 0
-        w = np.ones(f.shape[0]) if weights is None else weights
-        means = (
-            np.array([f[~positive].mean(), f[positive].mean()])
-            if weights is None
-            else np.array(
-                [w[~positive] @ f[~positive] / w[~positive].sum(), w[positive] @ f[positive] / w[positive].sum()]
-            )
-        )
-        self._finish_refit(out, positive, means)
+        self._finish_refit(out, positive, class_moments(f, positive, weights)[:, 1])
         return out
 
     def _subset_info(self, info: dict, rows) -> dict:

@@ -486,7 +486,7 @@ def _support_loo(columns, y: np.ndarray, active: np.ndarray, omega: np.ndarray, 
     exact leave-one-out error of the ridge model on those columns (only the
     choice of the columns is not redone per left-out point). Like the greedy
     paths it stops ``LOO_PATIENCE`` columns after the best prefix, and it
-    prices at most ``LOO_MAX_PREFIX`` columns. ``groups`` (the group of identical rows of each point): one
+    prices at most ``LOO_MAX_PREFIX`` columns. ``groups`` (:func:`_row_groups`): one
     column per group, as the copies of a row hold one coefficient between them (:func:`_support_order`).
     ``weighting`` (:class:`_Weighting`): a weighted fit, priced by the weighted path (one copy left out).
     """
@@ -518,8 +518,9 @@ LOO_MAX_PREFIX = 500
 def _support_order(active: np.ndarray, omega: np.ndarray, root=None, groups=None) -> np.ndarray:
     """Return a fit's retained points (training indices), the largest coefficient per unit weight first.
 
-    A point's size is ``|v_j| / s_j`` (``root``: s; None: 1), ties by index; with ``groups`` (the group of
-    identical rows of each row) one point per group, its first row: its copies hold equal coefficients.
+    A point's size is ``|v_j| / s_j`` (``root``: s; None: 1), ties by index; with ``groups`` (each row's
+    first identical row, :func:`_row_groups`) one point per group, its first row: its copies hold equal
+    coefficients.
     """
     alpha = active > 0
     kept = active[alpha] - 1
@@ -528,14 +529,13 @@ def _support_order(active: np.ndarray, omega: np.ndarray, root=None, groups=None
     if groups is None:
         return order
     first = np.unique(groups[order], return_index=True)[1]
-    lowest = np.full(int(groups.max()) + 1, groups.shape[0])
-    np.minimum.at(lowest, groups, np.arange(groups.shape[0]))
-    return lowest[groups[order[np.sort(first)]]]
+    return groups[order[np.sort(first)]]
 
 
 def _row_groups(X: np.ndarray) -> np.ndarray:
-    """Return the group of identical rows of each row of X (copies of a row share one)."""
-    return np.unique(X, axis=0, return_inverse=True)[1].ravel()
+    """Return each row's first identical row in X (its group: copies of a row share one)."""
+    _, first, inverse = np.unique(X, axis=0, return_index=True, return_inverse=True)
+    return first[inverse.ravel()]
 
 
 def _start(gram) -> tuple[np.ndarray, np.ndarray]:
@@ -1207,11 +1207,9 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
                 self._log(f"rho path stopped: {worse} fits in a row more than {AUTO_RHO_RTOL:.0%} worse than the best")
                 break
             at_rho = np.inf
-            for q in qs:
-                run, failed = self._chain_step(gram, targets, rho, q, chain, q == qs[0])
-                failure = failed or failure
-                if run is None:
-                    continue
+            runs, failed = self._fits_at(gram, targets, rho, qs, chain)
+            failure = failed or failure
+            for q, run in runs:
                 path = _support_loo(gram.columns, ypm, run["active"], run["omega"], gram.weighting, groups)
                 choice = path.choice()
                 press = float(choice.press_path[choice.size].min())
@@ -1458,11 +1456,9 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
             if worse >= AUTO_RHO_PATIENCE:
                 break
             at_rho = np.inf
-            for q in qs:
-                run, failed = self._chain_step(gram, targets, rho, q, chain, q == qs[0])
-                failure = failed or failure
-                if run is None:
-                    continue
+            runs, failed = self._fits_at(gram, targets, rho, qs, chain)
+            failure = failed or failure
+            for q, run in runs:
                 steps += run["n_solves"]
                 order = _support_order(run["active"], run["omega"], root, groups)[:LOO_MAX_PREFIX]
                 path = ordered_path(gram_of, order, Y, Y[:, 1].astype(np.intp), lambdas, "l2", None, weights)
@@ -1495,6 +1491,16 @@ class LqKFD(SampleWeights, SparseKernelClassifier):
             "stop_reason": path.stop,
             "n_iter": steps,
         }
+
+    def _fits_at(self, gram, targets, rho, qs, chain) -> tuple[list, _RhoTooSmall | None]:
+        """kFDA_q at ρ for each q of ``qs`` (:meth:`_chain_step`): ``([(q, run) retaining points], last failure)``."""
+        runs, failure = [], None
+        for q in qs:
+            run, failed = self._chain_step(gram, targets, rho, q, chain, q == qs[0])
+            failure = failed or failure
+            if run is not None:
+                runs.append((q, run))
+        return runs, failure
 
     def _chain_step(self, gram, targets, rho, q, chain, leads):
         """kFDA_q at (ρ, q) warm-started from ``chain[0]``, the fit of the path's first q: ``(run, failure)``.

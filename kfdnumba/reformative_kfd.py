@@ -100,12 +100,9 @@ dense path. Sampled, per step O(κℓd) for the rows and O(κℓs + κs²) for t
 scoring, in all O(κℓ(rd + r²)); memory O(ℓ r + κℓ), nothing ℓ × ℓ.
 Prediction: r kernel evaluations per test point.
 
-More than two classes, or a weighted fit (``multi_class="auto"``, the default with the leave-one-out
-model; ``"multinomial"`` for any fit): one set of points for every class, chosen jointly by
-:mod:`kfdnumba._multinomial` (a departure from the paper, whose criterion is per class: the joint
-criterion is the drop of the class indicator matrix's residual sum of squares summed over the classes;
-this method's penalty prices the sizes). ``multi_class="ovr"``: this method's own path per class,
-one-vs-rest.
+More than two classes, or a weighted fit: the joint selection of :mod:`kfdnumba._multinomial`
+(``multi_class``, :class:`kfdnumba._subset.SparseKernelClassifier`), with this method's penalty
+pricing the sizes; a departure from the paper, whose criterion is per class (``"ovr"``).
 """
 
 from __future__ import annotations

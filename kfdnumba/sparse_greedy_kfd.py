@@ -86,12 +86,9 @@ factor O(κm²) per class in the ``prange`` loop. Memory O(ℓm) for the accepte
 kernel columns plus O(ℓκ) for the candidate block and O(m²) per class for the
 factor: nothing ℓ × ℓ is ever formed.
 
-More than two classes, or a weighted fit (``multi_class="auto"``, the default with the leave-one-out
-model; ``"multinomial"`` for any fit): one set of points for every class, chosen jointly by
-:mod:`kfdnumba._multinomial` (a departure from the paper, whose criterion is per class: the joint
-criterion is the drop of the class indicator matrix's residual sum of squares summed over the classes;
-this method's penalty prices the sizes). ``multi_class="ovr"``: this method's own path per class,
-one-vs-rest.
+More than two classes, or a weighted fit: the joint selection of :mod:`kfdnumba._multinomial`
+(``multi_class``, :class:`kfdnumba._subset.SparseKernelClassifier`), with this method's penalty
+pricing the sizes; a departure from the paper, whose criterion is per class (``"ovr"``).
 """
 
 from __future__ import annotations
